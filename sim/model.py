@@ -1,0 +1,158 @@
+"""Running compiled models: loading a `.tmodel`, placing constants and inputs, gathering outputs.
+
+Shared by every backend (emulator, PyRTL, Verilator, driver) so that they all place data the
+same way. Inputs and outputs are in vector layout (TCU.md §5): an input with several DRAM0
+runs takes its vectors in order of base address.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from dataclasses import dataclass, field
+from typing import Mapping
+
+import numpy as np
+
+from tcu_hw import numeric
+from tcu_hw.artifacts import TModel, read_tdata, read_tmodel
+from tcu_hw.errors import ArtifactError
+from tcu_hw.isa import Instruction, read_program
+
+from .emulator import Emulator, Event, Stats
+
+
+def load_model(model) -> TModel:
+    """A TModel from a path (checked) or a TModel (returned)."""
+    return model if isinstance(model, TModel) else read_tmodel(model)
+
+
+@functools.lru_cache(maxsize=8)
+def _program(path: str, size: int, mtime: int, layout) -> tuple:
+    return tuple(read_program(path, layout))
+
+
+def load_program(model: TModel) -> tuple[Instruction, ...]:
+    """The model's decoded program (cached while the file is unchanged)."""
+    path = model.path(model.prog.file_name)
+    try:
+        st = os.stat(path)
+    except OSError as e:
+        raise ArtifactError(f"{path}: cannot read program: {e.strerror}") from None
+    return _program(str(path), st.st_size, st.st_mtime_ns, model.arch.layout)
+
+
+def consts_images(model: TModel) -> list[tuple[int, np.ndarray]]:
+    """(base, raw vectors) of every constants entry."""
+    out = []
+    for c in model.consts:
+        raw = read_tdata(model.path(c.file_name), model.arch)
+        if len(raw) != c.size:
+            raise ArtifactError(f"{model.path(c.file_name)}: {len(raw)} vectors, the model "
+                                f"says {c.size}")
+        out.append((c.base, raw))
+    return out
+
+
+def input_raw(model: TModel, name: str, values, raw: bool = False, runs: int = 1
+              ) -> tuple[np.ndarray, int]:
+    """Check and convert one input: returns ``(raw (runs·vectors, n), saturations)``.
+
+    ``values`` is (vectors, n) or anything of that many elements; floats are converted with
+    :func:`tcu_hw.numeric.to_fixed` unless ``raw``.
+    """
+    n = model.arch.array_size
+    want = model.vectors(name) * runs
+    a = np.asarray(values)
+    if a.size != want * n:
+        shape = f"({want}, {n})"
+        raise ArtifactError(f"input {name!r}: got {a.shape[0] if a.ndim == 2 else a.size} "
+                            f"{'vectors' if a.ndim == 2 else 'values'}, expected {shape}"
+                            + (f" ({runs} runs)" if runs > 1 else "")
+                            + " in vector layout (NHWC, channels padded to array_size)")
+    a = a.reshape(want, n)
+    dt = model.arch.dtype
+    if raw:
+        if not dt.is_float and not np.issubdtype(a.dtype, np.integer):
+            raise ArtifactError(f"input {name!r}: raw values must be integers")
+        if not dt.is_float and a.size and (a.min() < dt.min_raw or a.max() > dt.max_raw):
+            raise ArtifactError(f"input {name!r}: raw values outside {dt.name} range "
+                                f"{dt.min_raw}..{dt.max_raw}")
+        return a.astype(dt.numpy_dtype), 0
+    try:
+        return numeric.to_fixed(a, dt)
+    except ValueError as e:
+        raise ArtifactError(f"input {name!r}: {e}") from None
+
+
+def place(model: TModel, name: str, raw: np.ndarray, outputs: bool = False
+          ) -> list[tuple[int, np.ndarray]]:
+    """Split one tensor's vectors over its DRAM0 runs: [(base, chunk), ...]."""
+    out, at = [], 0
+    for e in model.entries(name, outputs):
+        out.append((e.base, raw[at:at + e.size]))
+        at += e.size
+    return out
+
+
+def gather(model: TModel, name: str, read) -> np.ndarray:
+    """One output's raw vectors from its DRAM0 runs; ``read(base, count)`` reads DRAM0."""
+    parts = [read(e.base, e.size) for e in model.entries(name, outputs=True)]
+    return np.concatenate(parts) if parts else np.zeros((0, model.arch.array_size))
+
+
+@dataclass
+class ModelResult:
+    """Outputs (raw vectors per name) of one run, with the emulator's statistics and events."""
+
+    model: TModel
+    outputs: dict[str, np.ndarray]
+    stats: Stats
+    events: list[Event] = field(default_factory=list)
+    input_saturations: int = 0
+
+    def output_float(self, name: str) -> np.ndarray:
+        return numeric.to_float(self.outputs[name], self.model.arch.dtype)
+
+
+def prepare(emu: Emulator, model: TModel, consts_to_local: bool | None = None) -> None:
+    """Load the model's constants into DRAM1 (or local memory)."""
+    local = model.consts_to_local if consts_to_local is None else consts_to_local
+    for base, raw in consts_images(model):
+        if local:
+            emu.write_local(base, raw)
+        else:
+            emu.write_dram1(base, raw)
+
+
+def emulate(model, inputs: Mapping[str, object], raw: bool = False,
+            emulator: Emulator | None = None, consts_to_local: bool | None = None,
+            strict: bool = False) -> ModelResult:
+    """Run a compiled model on the golden emulator.
+
+    ``inputs`` maps every input name to its values in vector layout (floats, or raw integers
+    with ``raw=True``). A fresh emulator is used unless one is given (then its state, e.g.
+    constants already loaded, is kept and the constants are not reloaded).
+    """
+    model = load_model(model)
+    missing = [n for n in model.input_names if n not in inputs]
+    extra = [n for n in inputs if n not in model.input_names]
+    if missing or extra:
+        raise ArtifactError(f"model {model.name!r} inputs are {', '.join(model.input_names)}; "
+                            + (f"missing {', '.join(missing)}" if missing else "")
+                            + ("; " if missing and extra else "")
+                            + (f"unknown {', '.join(extra)}" if extra else ""))
+    program = load_program(model)
+    if emulator is None:
+        emulator = Emulator(model.arch, strict=strict)
+        prepare(emulator, model, consts_to_local)
+    sats = 0
+    for name in model.input_names:
+        r, s = input_raw(model, name, inputs[name], raw)
+        sats += s
+        for base, chunk in place(model, name, r):
+            emulator.write_dram0(base, chunk)
+    first_event = len(emulator.events)
+    emulator.run(program)
+    outputs = {name: gather(model, name, emulator.read_dram0) for name in model.output_names}
+    return ModelResult(model, outputs, emulator.stats, emulator.events[first_event:], sats)

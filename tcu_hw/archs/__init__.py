@@ -1,0 +1,1 @@
+"""Built-in `.tarch` presets (Tensil's six boards); see :data:`tcu_hw.arch.PRESETS`."""

@@ -1,0 +1,330 @@
+"""Artifact files (TCU.md §5): `.tmodel`, `.tdata`, emulator CSV, `architecture_params.h`.
+
+`.tprog` reading and writing is in :mod:`tcu_hw.isa` (it needs the instruction layout). Every
+reader checks what it reads and raises :class:`~tcu_hw.errors.ArtifactError` naming the file,
+the key or line, and what was expected.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from . import numeric
+from .arch import Architecture, ArchSpec, arch_stem
+from .errors import ArchitectureError, ArtifactError
+from .files import read_bytes, read_json, read_text, write_atomic
+
+
+# ------------------------------------------------------------------------------------ names
+
+def model_name(model_file, arch: ArchSpec) -> str:
+    """Tensil's model name: the model file name with every character outside ``[A-Za-z0-9 :]``
+    replaced by ``_``, then ``_`` and the `.tarch` stem (or preset name).
+
+    ``model_name("resnet20v2_cifar.onnx", "pynqz1.tarch") == "resnet20v2_cifar_onnx_pynqz1"``
+    """
+    return re.sub(r"[^A-Za-z0-9 :]", "_", Path(model_file).name) + "_" + arch_stem(arch)
+
+
+# ----------------------------------------------------------------------------------- tmodel
+
+@dataclass(frozen=True)
+class ProgEntry:
+    file_name: str
+    size: int                       # bytes
+
+
+@dataclass(frozen=True)
+class ConstsEntry:
+    file_name: str
+    base: int                       # vectors
+    size: int                       # vectors
+
+
+@dataclass(frozen=True)
+class TensorEntry:
+    """One contiguous run of DRAM0 vectors of a model input or output."""
+
+    name: str
+    base: int
+    size: int
+
+
+@dataclass(frozen=True)
+class TModel:
+    """A compiled model manifest.
+
+    ``load_consts_to_local`` is None when the file has no such key (older Tensil releases);
+    :attr:`consts_to_local` reads that as False. ``directory`` is where file names resolve.
+    """
+
+    name: str
+    prog: ProgEntry
+    consts: tuple[ConstsEntry, ...]
+    inputs: tuple[TensorEntry, ...]
+    outputs: tuple[TensorEntry, ...]
+    arch: Architecture
+    load_consts_to_local: bool | None = False
+    directory: Path = field(default=Path("."), compare=False)
+
+    @property
+    def consts_to_local(self) -> bool:
+        return bool(self.load_consts_to_local)
+
+    def path(self, file_name: str) -> Path:
+        return self.directory / file_name
+
+    @property
+    def input_names(self) -> list[str]:
+        """Input names in order of first appearance."""
+        return list(dict.fromkeys(e.name for e in self.inputs))
+
+    @property
+    def output_names(self) -> list[str]:
+        return list(dict.fromkeys(e.name for e in self.outputs))
+
+    def entries(self, name: str, outputs: bool = False) -> list[TensorEntry]:
+        """The DRAM0 runs of one input (or output), sorted by base."""
+        group = self.outputs if outputs else self.inputs
+        found = sorted((e for e in group if e.name == name), key=lambda e: e.base)
+        if not found:
+            kind = "output" if outputs else "input"
+            names = self.output_names if outputs else self.input_names
+            raise ArtifactError(f"model {self.name!r} has no {kind} named {name!r}; "
+                                f"{kind}s: {', '.join(names)}")
+        return found
+
+    def vectors(self, name: str, outputs: bool = False) -> int:
+        """Total vectors of one input or output (all its runs)."""
+        return sum(e.size for e in self.entries(name, outputs))
+
+    def to_dict(self) -> dict:
+        d = {"name": self.name,
+             "prog": {"file_name": self.prog.file_name, "size": self.prog.size},
+             "consts": [{"file_name": c.file_name, "base": c.base, "size": c.size}
+                        for c in self.consts],
+             "inputs": [{"name": e.name, "base": e.base, "size": e.size} for e in self.inputs],
+             "outputs": [{"name": e.name, "base": e.base, "size": e.size} for e in self.outputs],
+             "arch": self.arch.to_dict()}
+        if self.load_consts_to_local is not None:
+            d["load_consts_to_local"] = bool(self.load_consts_to_local)
+        return d
+
+    def to_json(self) -> str:
+        """Compact JSON with the keys in Tensil's order."""
+        return json.dumps(self.to_dict(), separators=(",", ":"))
+
+
+class _Reader:
+    """Typed access to a JSON object with errors that name the file and the key path."""
+
+    def __init__(self, source: str):
+        self.source = source
+
+    def fail(self, where: str, message: str):
+        raise ArtifactError(f"{self.source}: {where}: {message}")
+
+    def get(self, obj: dict, key: str, kind, where: str):
+        path = f"{where}.{key}" if where else key
+        if not isinstance(obj, dict):
+            self.fail(where or "top level", f"expected a JSON object, got {json.dumps(obj)[:40]}")
+        if key not in obj:
+            self.fail(path, "missing key")
+        v = obj[key]
+        if kind is int:
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                self.fail(path, f"expected a non-negative integer, got {json.dumps(v)}")
+        elif kind is str:
+            if not isinstance(v, str) or not v:
+                self.fail(path, f"expected a non-empty string, got {json.dumps(v)}")
+        elif kind is list:
+            if not isinstance(v, list):
+                self.fail(path, f"expected a list, got {json.dumps(v)[:40]}")
+        elif kind is bool:
+            if not isinstance(v, bool):
+                self.fail(path, f"expected true or false, got {json.dumps(v)}")
+        return v
+
+
+TMODEL_KEYS = ("name", "prog", "consts", "inputs", "outputs", "arch", "load_consts_to_local")
+
+
+def tmodel_from_dict(d: dict, source: str = "tmodel", directory: Path = Path(".")) -> TModel:
+    """Build a TModel from its JSON object, checking every key and type."""
+    r = _Reader(source)
+    if not isinstance(d, dict):
+        r.fail("top level", "a .tmodel must be a JSON object")
+    unknown = [k for k in d if k not in TMODEL_KEYS]
+    if unknown:
+        r.fail(unknown[0], f"unknown key; allowed: {', '.join(TMODEL_KEYS)}")
+    name = r.get(d, "name", str, "")
+    p = r.get(d, "prog", dict, "")
+    prog = ProgEntry(r.get(p, "file_name", str, "prog"), r.get(p, "size", int, "prog"))
+    consts = tuple(ConstsEntry(r.get(c, "file_name", str, f"consts[{i}]"),
+                               r.get(c, "base", int, f"consts[{i}]"),
+                               r.get(c, "size", int, f"consts[{i}]"))
+                   for i, c in enumerate(r.get(d, "consts", list, "")))
+    tensors = {}
+    for group in ("inputs", "outputs"):
+        tensors[group] = tuple(TensorEntry(r.get(e, "name", str, f"{group}[{i}]"),
+                                           r.get(e, "base", int, f"{group}[{i}]"),
+                                           r.get(e, "size", int, f"{group}[{i}]"))
+                               for i, e in enumerate(r.get(d, group, list, "")))
+    try:
+        arch = Architecture.from_dict(r.get(d, "arch", dict, ""), source=f"{source}: arch")
+    except ArchitectureError as e:
+        raise ArtifactError(str(e)) from None
+    lctl = r.get(d, "load_consts_to_local", bool, "") if "load_consts_to_local" in d else None
+    return TModel(name, prog, consts, tensors["inputs"], tensors["outputs"], arch, lctl,
+                  Path(directory))
+
+
+def check_tmodel(model: TModel, source: str = "tmodel") -> None:
+    """Check the files a model points to exist and agree with it and with its architecture."""
+    arch = model.arch
+    layout = arch.layout
+
+    def file(name: str, what: str) -> Path:
+        path = model.path(name)
+        if not path.is_file():
+            raise ArtifactError(f"{source}: {what} file {name!r} not found (looked for {path})")
+        return path
+
+    prog = file(model.prog.file_name, "prog")
+    size = prog.stat().st_size
+    if size != model.prog.size:
+        raise ArtifactError(f"{source}: prog.size is {model.prog.size} bytes but "
+                            f"{model.prog.file_name} has {size}")
+    if size % layout.instruction_bytes:
+        raise ArtifactError(f"{source}: program {model.prog.file_name} has {size} bytes, not a "
+                            f"multiple of the {layout.instruction_bytes}-byte instructions of "
+                            f"its architecture")
+    depth = arch.local_depth if model.consts_to_local else arch.dram1_depth
+    where = "local memory" if model.consts_to_local else "DRAM1"
+    for i, c in enumerate(model.consts):
+        path = file(c.file_name, f"consts[{i}]")
+        expected = c.size * arch.vector_bytes
+        got = path.stat().st_size
+        if got != expected:
+            raise ArtifactError(f"{source}: consts[{i}] says {c.size} vectors ({expected} bytes "
+                                f"of {arch.vector_bytes}-byte vectors) but {c.file_name} has "
+                                f"{got} bytes")
+        if c.base + c.size > depth:
+            raise ArtifactError(f"{source}: consts[{i}] (base {c.base}, {c.size} vectors) does "
+                                f"not fit {where} ({depth} vectors)")
+    for group in ("inputs", "outputs"):
+        for i, e in enumerate(getattr(model, group)):
+            if e.base + e.size > arch.dram0_depth:
+                raise ArtifactError(f"{source}: {group}[{i}] {e.name!r} (base {e.base}, "
+                                    f"{e.size} vectors) does not fit DRAM0 "
+                                    f"({arch.dram0_depth} vectors)")
+
+
+def read_tmodel(path, check_files: bool = True) -> TModel:
+    """Read a `.tmodel`; with ``check_files`` also check the files it points to."""
+    path = Path(path)
+    d = read_json(path, "model manifest (.tmodel JSON)", ArtifactError)
+    model = tmodel_from_dict(d, source=str(path), directory=path.parent)
+    if check_files:
+        check_tmodel(model, source=str(path))
+    return model
+
+
+def write_tmodel(path, model: TModel) -> None:
+    write_atomic(path, model.to_json())
+
+
+# ------------------------------------------------------------------------------------ tdata
+
+def read_tdata(path, arch: Architecture) -> np.ndarray:
+    """Read constant vectors: (m, n) raw."""
+    path = Path(path)
+    data = read_bytes(path, "constants (.tdata)", ArtifactError)
+    try:
+        return numeric.decode_vectors(data, arch.dtype, arch.array_size)
+    except ValueError as e:
+        raise ArtifactError(f"{path}: {e}") from None
+
+
+def write_tdata(path, raw, arch: Architecture) -> int:
+    """Write (m, n) raw constant vectors; returns the number of vectors."""
+    raw = np.asarray(raw)
+    if raw.ndim != 2 or raw.shape[1] != arch.array_size:
+        raise ValueError(f"constants must be (vectors, {arch.array_size}), got {raw.shape}")
+    write_atomic(path, numeric.encode_vectors(raw, arch.dtype))
+    return raw.shape[0]
+
+
+# -------------------------------------------------------------------------------------- CSV
+
+def read_csv(path, lanes: int) -> np.ndarray:
+    """Emulator CSV: one vector per line, ``lanes`` comma-separated numbers → (m, lanes) float64.
+
+    Blank lines are skipped. Errors name the file, the line and the column.
+    """
+    path = Path(path)
+    text = read_text(path, "CSV file", ArtifactError)
+    rows = []
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        parts = line.split(",")
+        if len(parts) != lanes:
+            raise ArtifactError(f"{path} line {lineno}: {len(parts)} values, expected {lanes} "
+                                f"(one vector of array_size lanes per line)")
+        try:
+            rows.append([float(p) for p in parts])
+        except ValueError:
+            col = next(i for i, p in enumerate(parts, 1) if not _is_float(p))
+            raise ArtifactError(f"{path} line {lineno} column {col}: "
+                                f"{parts[col - 1].strip()!r} is not a number") from None
+    return np.array(rows, dtype=np.float64).reshape(-1, lanes)
+
+
+def _is_float(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def format_csv(values, raw: bool = False) -> str:
+    """(m, n) values → CSV text, one vector per line (floats shortest-exact, or raw ints)."""
+    values = np.asarray(values)
+    if raw:
+        return "".join(",".join(str(int(v)) for v in row) + "\n" for row in values)
+    return "".join(",".join(repr(float(v)) for v in row) + "\n" for row in values)
+
+
+def write_csv(path, values, raw: bool = False) -> None:
+    write_atomic(path, format_csv(values, raw))
+
+
+# ---------------------------------------------------------------------- architecture_params.h
+
+_PARAM_KEYS = ("array_size", "dram0_depth", "dram1_depth", "local_depth", "accumulator_depth",
+               "simd_registers_depth", "stride0_depth", "stride1_depth")
+
+
+def architecture_params_h(arch: Architecture) -> str:
+    """The C header of Tensil's drivers: ``#define TENSIL_ARCHITECTURE_<KEY> <value>``.
+
+    Lookup-table parameters are added only when the architecture has tables.
+    """
+    lines = [("TENSIL_ARCHITECTURE_DATA_TYPE", f"TENSIL_DATA_TYPE_{arch.data_type}")]
+    lines += [(f"TENSIL_ARCHITECTURE_{k.upper()}", str(getattr(arch, k))) for k in _PARAM_KEYS]
+    if arch.lut_count:
+        lines += [("TENSIL_ARCHITECTURE_LUT_COUNT", str(arch.lut_count)),
+                  ("TENSIL_ARCHITECTURE_LUT_DEPTH", str(arch.lut_depth))]
+    return "#pragma once\n\n" + "".join(f"#define {k:<41} {v}\n" for k, v in lines)
+
+
+def write_architecture_params_h(path, arch: Architecture) -> None:
+    write_atomic(path, architecture_params_h(arch))
+

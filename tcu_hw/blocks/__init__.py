@@ -1,0 +1,1 @@
+"""Hardware blocks (PyRTL), one module per block. Built by the hardware-core issue."""
