@@ -1,0 +1,149 @@
+"""Weight-stationary n×n MAC array with double-buffered weights (TCU.md §2, §4.1, §4.3).
+
+Every processing element applies :func:`tcu_hw.blocks.fixed.mac` (round half to even,
+saturate), so output i of an input vector x is the chain
+``MAC(x[n-1], W[i][n-1], ... MAC(x[0], W[i][0], bias[i]))`` — bit-exact with
+:func:`tcu_hw.numeric.matmul`.
+
+Dataflow (one vector per cycle, latency n)::
+
+    x[0] ──────────────▶ PE(0,i) ─▶ P0 ─┐        stage j adds input j of the vector that
+    x[1] ─ d ──────────▶ PE(1,i) ─▶ P1 ─┤        entered j cycles ago: x[j] is delayed j
+    x[2] ─ d ─ d ──────▶ PE(2,i) ─▶ P2 ─┤        cycles and broadcast to the n PEs of its
+     ...                                 ...      row; partial sums move down one stage a
+    bias[i] (or pass-through data) ─▶ P(-1)       cycle; out = P(n-1)
+
+Weights: two banks of n+1 rows ``[bias, row 0 .. row n-1]`` (row j = weights of input j,
+lane i feeds output i). A weight *push* shifts one vector into the shadow bank: ``bias ←
+pushed, row 0 ← old bias, row j ← old row j-1`` (TCU.md §4.3). The first push after a
+vector entered copies the current bank into the shadow bank while shifting, so partial loads
+keep their sequential meaning. The next vector that enters (not pass-through) switches banks
+and uses the new weights; vectors already in flight keep their bank (each stage carries a
+bank bit). A tile switch therefore costs only the pushes; the array never drains.
+
+Ports (``name_`` prefix; inputs are WireVectors to drive with ``<<=``):
+
+- ``in_valid`` (1), ``in_data`` (n·W): a vector enters; lanes are the inputs x[0..n-1].
+- ``in_pass`` (1): pass-through: the columns start from ``in_data`` instead of the bias and
+  x = 0, so ``in_data`` comes out unchanged after n cycles (MAC(0, w, z) = z exactly). Used to
+  send SIMD results and local→accumulator moves down the same pipeline.
+- ``in_tag`` (tag_width): carried alongside, out with the vector.
+- ``load_valid`` (1), ``load_data`` (n·W): push a weight vector. At most one of ``in_valid``
+  and ``load_valid`` per cycle.
+- Outputs: ``out_valid``, ``out_data``, ``out_tag`` (the vector that entered n cycles ago);
+  ``push_ok`` (a push this cycle is safe), ``push_ok_next`` (a push next cycle will be safe,
+  given this cycle's inputs — for controllers whose push data comes from a registered read);
+  ``stages`` = [(valid, tag)] of the pipeline registers (for hazard checks); ``bank``,
+  ``pending`` (a shadow bank is being loaded).
+
+No back-pressure: the pipeline always advances.
+"""
+
+from __future__ import annotations
+
+import pyrtl
+from pyrtl import Const, Register, WireVector
+
+from ..numeric import DataType
+from . import fixed, lanes
+
+
+class SystolicArray:
+    def __init__(self, n: int, dt: DataType, tag_width: int = 0, name: str = "array") -> None:
+        if dt.is_float:
+            raise ValueError("the systolic array needs a fixed-point data type")
+        w = dt.width
+        self.n, self.dt, self.latency = n, dt, n
+        vec = n * w
+        self.in_valid = WireVector(1, f"{name}_in_valid")
+        self.in_data = WireVector(vec, f"{name}_in_data")
+        self.in_pass = WireVector(1, f"{name}_in_pass")
+        self.in_tag = WireVector(max(tag_width, 1), f"{name}_in_tag")
+        self.load_valid = WireVector(1, f"{name}_load_valid")
+        self.load_data = WireVector(vec, f"{name}_load_data")
+
+        # two banks of n+1 rows: row 0 = bias, row 1 + j = weights of input j
+        banks = [[Register(vec, f"{name}_b{b}_r{r}") for r in range(n + 1)] for b in range(2)]
+        cur = Register(1, f"{name}_bank")
+        pending = Register(1, f"{name}_pending")
+        self.bank, self.pending = cur, pending
+
+        enter = self.in_valid & ~self.in_pass                    # a vector that uses weights
+        enter_bank = cur ^ pending                               # flips if a load is pending
+        cur.next <<= pyrtl.select(enter, enter_bank, cur)
+        pending.next <<= (pending & ~enter) | self.load_valid
+
+        # pushes go to the shadow bank; the first push of a group copies the current bank
+        first = ~pending
+        for b in range(2):
+            write = self.load_valid & (cur != b)
+            other = banks[1 - b]
+            banks[b][0].next <<= pyrtl.select(write, self.load_data, banks[b][0])
+            for r in range(1, n + 1):
+                src = pyrtl.select(first, other[r - 1], banks[b][r - 1])
+                banks[b][r].next <<= pyrtl.select(write, src, banks[b][r])
+
+        def row(bank_bit: WireVector, r: int) -> list[WireVector]:
+            return lanes.split(pyrtl.select(bank_bit, banks[1][r], banks[0][r]), n)
+
+        # pipeline registers
+        sv = [Register(1, f"{name}_s{j}_valid") for j in range(n)]
+        sw = [Register(1, f"{name}_s{j}_weights") for j in range(n)]   # uses weights
+        sb = [Register(1, f"{name}_s{j}_bank") for j in range(n)]
+        st = [Register(max(tag_width, 1), f"{name}_s{j}_tag") for j in range(n)]
+        sp = [Register(vec, f"{name}_s{j}_sum") for j in range(n)]
+
+        x = lanes.split(pyrtl.select(self.in_pass, Const(0, vec), self.in_data), n)
+        xd = [x[0]]
+        for j in range(1, n):
+            d = x[j]
+            for k in range(j):
+                r = Register(w, f"{name}_x{j}_d{k}")
+                r.next <<= d
+                d = r
+            xd.append(d)
+
+        col_in = lanes.split(pyrtl.select(self.in_pass, self.in_data,
+                                          pyrtl.select(enter_bank, banks[1][0], banks[0][0])), n)
+        prev, prev_bank = col_in, enter_bank
+        for j in range(n):
+            weights = row(prev_bank, 1 + j)
+            sp[j].next <<= lanes.join([fixed.mac(xd[j], weights[i], prev[i], dt)
+                                       for i in range(n)])
+            if j == 0:
+                sv[0].next <<= self.in_valid
+                sw[0].next <<= enter
+                sb[0].next <<= enter_bank
+                st[0].next <<= self.in_tag
+            else:
+                sv[j].next <<= sv[j - 1]
+                sw[j].next <<= sw[j - 1]
+                sb[j].next <<= sb[j - 1]
+                st[j].next <<= st[j - 1]
+            prev, prev_bank = lanes.split(sp[j], n), sb[j]
+
+        self.out_valid = sv[-1]
+        self.out_data = sp[-1]
+        self.out_tag = st[-1]
+        self.stages = list(zip(sv, st))
+
+        # A push writes the shadow bank at the end of its cycle; vectors that will still read
+        # that bank in a later cycle (stages 0..n-3 at the push) must not use it.
+        def users(bank_bit: WireVector, upto: int) -> WireVector:
+            used = Const(0, 1)
+            for j in range(max(upto, 0)):
+                used = used | (sw[j] & (sb[j] == bank_bit))
+            return used
+
+        self.push_ok = WireVector(1, f"{name}_push_ok")
+        self.push_ok <<= pending | ~users(~cur, n - 2)
+        next_cur = pyrtl.select(enter, enter_bank, cur)
+        next_pending = (pending & ~enter) | self.load_valid
+        self.push_ok_next = WireVector(1, f"{name}_push_ok_next")
+        self.push_ok_next <<= next_pending | ~users(~next_cur, n - 3)
+
+    def connect_idle(self) -> None:
+        """Drive every input with 0 (for standalone use of only some ports)."""
+        for wire in (self.in_valid, self.in_data, self.in_pass, self.in_tag, self.load_valid,
+                     self.load_data):
+            wire <<= 0

@@ -1,0 +1,123 @@
+"""The systolic array block against the sequential chain semantics of TCU.md §4.1/§4.3."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyrtl
+import pytest
+
+from sim.pyrtl_sim import ArraySimulation
+from tcu_hw import numeric
+from tcu_hw.blocks import lanes
+from tcu_hw.blocks.systolic_array import SystolicArray
+from tcu_hw.numeric import FP8BP4, FP16BP8, FP18BP10
+
+IDLE, VECTOR, PASS, PUSH = 0, 1, 2, 3
+
+
+def run_commands(n, dt, commands):
+    """Play (op, vector) commands through the array, one per cycle, waiting while a push is
+    not safe. Returns (outputs in order, cycles until the last output)."""
+    w = dt.width
+    count = len(commands)
+    abits = max(1, (count - 1).bit_length())
+    block = pyrtl.Block()
+    with pyrtl.set_working_block(block):
+        arr = SystolicArray(n, dt, tag_width=abits, name="array")
+        ops = pyrtl.MemBlock(2, abits, "ops")
+        data = pyrtl.MemBlock(n * w, abits, "data")
+        pc = pyrtl.Register(abits + 1, "pc")
+        done = pc == count
+        addr = pc[:abits]
+        op, vec = ops[addr], data[addr]
+        wait = (op == PUSH) & ~arr.push_ok
+        go = ~done & ~wait
+        pc.next <<= pyrtl.select(go, pc + 1, pc)
+        arr.in_valid <<= go & ((op == VECTOR) | (op == PASS))
+        arr.in_pass <<= op == PASS
+        arr.in_data <<= vec
+        arr.in_tag <<= addr
+        arr.load_valid <<= go & (op == PUSH)
+        arr.load_data <<= vec
+        outs = pyrtl.MemBlock(n * w, abits, "outs")
+        k = pyrtl.Register(abits + 1, "k")
+        k.next <<= k + arr.out_valid
+        outs[k[:abits]] <<= pyrtl.MemBlock.EnabledWrite(arr.out_data, arr.out_valid)
+        cycle = pyrtl.Register(32, "cycle")
+        cycle.next <<= cycle + 1
+        last = pyrtl.Register(32, "last")
+        last.next <<= pyrtl.select(arr.out_valid, cycle, last)
+        last_out = pyrtl.Output(32, "last_out")
+        last_out <<= last
+    sim = ArraySimulation(block=block)
+    sim.memory("ops")[:count, 0] = [c[0] for c in commands]
+    sim.memory("data")[:count] = lanes.pack(np.array([c[1] for c in commands]), w)
+    result = sim.run_cycles(2 * count + 4 * n + 10)
+    produced = sum(1 for c in commands if c[0] in (VECTOR, PASS))
+    got = lanes.unpack(sim.memory("outs")[:produced], n, w)
+    return got, result["last_out"] + 1
+
+
+def model(n, dt, commands):
+    chain = np.zeros((n + 1, n), np.int64)
+    out = []
+    for op, vec in commands:
+        if op == PUSH:
+            chain = np.concatenate([[vec], chain[:-1]])
+        elif op == VECTOR:
+            out.append(numeric.matmul_reference(np.array([vec]), chain[1:], chain[0], dt)[0])
+        elif op == PASS:
+            out.append(np.array(vec))
+    return np.array(out).reshape(-1, n)
+
+
+def random_commands(n, dt, count, rng, weights=(1, 4, 1, 3)):
+    ops = rng.choice(4, size=count, p=np.array(weights) / sum(weights))
+    lo, hi = ((dt.min_raw, dt.max_raw + 1) if rng.random() < 0.3
+              else (max(dt.min_raw, -300), min(dt.max_raw + 1, 300)))
+    return [(int(op), rng.integers(lo, hi, n).tolist()) for op in ops]
+
+
+@pytest.mark.parametrize("n, dt", [(2, FP16BP8), (3, FP8BP4), (4, FP16BP8), (5, FP18BP10)],
+                         ids=lambda v: str(v))
+def test_random_command_streams(n, dt):
+    rng = np.random.default_rng(n)
+    for trial in range(3):
+        commands = random_commands(n, dt, 300, rng)
+        got, _ = run_commands(n, dt, commands)
+        assert np.array_equal(got, model(n, dt, commands)), f"trial {trial}"
+
+
+def test_back_to_back_vectors_one_per_cycle():
+    n, dt = 4, FP16BP8
+    rng = np.random.default_rng(1)
+    load = [(PUSH, rng.integers(-200, 200, n).tolist()) for _ in range(n + 1)]
+    vectors = [(VECTOR, rng.integers(-500, 500, n).tolist()) for _ in range(200)]
+    got, cycles = run_commands(n, dt, load + vectors)
+    assert np.array_equal(got, model(n, dt, load + vectors))
+    assert cycles == len(load) + len(vectors) + n          # no bubble, latency n
+
+
+@pytest.mark.parametrize("n", [4, 8])
+def test_tile_switch_costs_only_the_pushes(n):
+    """A new tile of n+1 pushes after each vector: no drain between tiles."""
+    dt = FP16BP8
+    rng = np.random.default_rng(n)
+    commands = []
+    tiles = 30
+    for _ in range(tiles):
+        commands += [(PUSH, rng.integers(-200, 200, n).tolist()) for _ in range(n + 1)]
+        commands += [(VECTOR, rng.integers(-500, 500, n).tolist())]
+    got, cycles = run_commands(n, dt, commands)
+    assert np.array_equal(got, model(n, dt, commands))
+    assert cycles == tiles * (n + 2) + n                  # never stalls: no drain
+
+
+def test_partial_and_zero_pushes():
+    n, dt = 4, FP16BP8
+    rng = np.random.default_rng(3)
+    rows = [(PUSH, rng.integers(-200, 200, n).tolist()) for _ in range(n)]
+    x = [(VECTOR, rng.integers(-300, 300, n).tolist()) for _ in range(3)]
+    commands = rows + [(PUSH, [0] * n)] + x + rows[:2] + x + [(PASS, [5, -6, 7, -8])] + x
+    got, _ = run_commands(n, dt, commands)
+    assert np.array_equal(got, model(n, dt, commands))
