@@ -220,10 +220,17 @@ class ArraySimulation(CompiledSimulation):
         return result
 
     # ------------------------------------------------------------------------ memories
+    def has_memory(self, name: str) -> bool:
+        """Whether the design has a memory of that name (unread memories are elided)."""
+        return name in self._mems
+
     def memory(self, mem: pyrtl.MemBlock | str) -> np.ndarray:
         """A writable numpy view (depth, limbs) uint64 of a memory's contents (little-endian
         limbs: entry value = sum(limb[k] << 64k)). Valid until the next :meth:`reset`."""
         if isinstance(mem, str):
+            if mem not in self._mems:
+                raise KeyError(f"no memory {mem!r} in the simulated design (memories: "
+                               f"{', '.join(sorted(self._mems))})")
             mem = self._mems[mem]
         var = ctypes.c_void_p.in_dll(self._dll, self.var_names[mem])
         limbs = self._limbs(mem)

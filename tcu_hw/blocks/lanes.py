@@ -13,6 +13,7 @@ from pyrtl import WireVector
 
 def split(vector: WireVector, n: int) -> list[WireVector]:
     """The n lanes of a vector wire (each vector.bitwidth // n bits)."""
+    vector = pyrtl.as_wires(vector)                 # e.g. a memory read
     w = vector.bitwidth // n
     return [vector[i * w:(i + 1) * w] for i in range(n)]
 

@@ -1,0 +1,111 @@
+"""Accumulator (in-place add) and local memory blocks against Python models."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyrtl
+
+from sim.pyrtl_sim import ArraySimulation
+from tcu_hw import numeric
+from tcu_hw.blocks import lanes
+from tcu_hw.blocks.accumulator import Accumulator
+from tcu_hw.blocks.local_memory import LocalMemory
+from tcu_hw.numeric import FP16BP8
+
+
+def _player(count, fields):
+    abits = max(1, (count - 1).bit_length())
+    addr = pyrtl.Register(abits, "addr")
+    addr.next <<= addr + 1
+    return abits, addr, {f: pyrtl.MemBlock(w, abits, f"in_{f}")[addr] for f, w in fields.items()}
+
+
+def test_accumulator_writes_accumulates_and_reads():
+    n, dt, depth = 4, FP16BP8, 16
+    w = dt.width
+    rng = np.random.default_rng(0)
+    count = 2000
+    ops = []
+    for _ in range(count):
+        a = int(rng.integers(0, 4)) if rng.random() < 0.7 else int(rng.integers(0, depth))
+        big = rng.random() < 0.2
+        vec = rng.integers(dt.min_raw, dt.max_raw + 1, n) if big else rng.integers(-900, 900, n)
+        ops.append(dict(w_valid=int(rng.random() < 0.8), w_addr=a, w_acc=int(rng.random() < 0.6),
+                        r_addr=int(rng.integers(0, 4)), data=vec.tolist()))
+    block = pyrtl.Block()
+    with pyrtl.set_working_block(block):
+        acc = Accumulator(depth, n, dt)
+        abits, addr, f = _player(count, {"w_valid": 1, "w_addr": 4, "w_acc": 1, "r_addr": 4,
+                                         "data": n * w})
+        acc.w_valid <<= f["w_valid"]
+        acc.w_addr <<= f["w_addr"]
+        acc.w_accumulate <<= f["w_acc"]
+        acc.w_data <<= f["data"]
+        acc.r_addr <<= f["r_addr"]
+        reads = pyrtl.MemBlock(n * w, abits, "reads")
+        reads[addr] <<= acc.r_data
+    sim = ArraySimulation(block=block)
+    for k in ("w_valid", "w_addr", "w_acc", "r_addr"):
+        sim.memory(f"in_{k}")[:count, 0] = [o[k] for o in ops]
+    sim.memory("in_data")[:count] = lanes.pack(np.array([o["data"] for o in ops]), w)
+    sim.run_cycles(count + 2)
+    got_reads = lanes.unpack(sim.memory("reads")[:count], n, w)
+    # model: a write presented at cycle p commits at the end of p+1; the read presented at
+    # cycle t-1 returns (at cycle t) the memory as of the start of cycle t
+    mem = np.zeros((depth, n), np.int64)
+    history = []                      # memory state at the start of each cycle
+    pending = None
+    for t in range(count):
+        history.append(mem.copy())
+        if pending is not None:
+            a, vec, accum = pending
+            mem[a] = numeric.add(mem[a], vec, dt) if accum else vec
+        o = ops[t]
+        pending = (o["w_addr"], np.array(o["data"]), o["w_acc"]) if o["w_valid"] else None
+    for t in range(1, count):
+        want = history[t][ops[t - 1]["r_addr"]]
+        assert got_reads[t].tolist() == want.tolist(), t
+    if pending is not None:
+        a, vec, accum = pending
+        mem[a] = numeric.add(mem[a], vec, dt) if accum else vec
+    final = lanes.unpack(sim.memory("acc_mem")[:depth], n, w)
+    assert np.array_equal(final, mem)
+
+
+def test_local_memory_two_ports():
+    width, depth, count = 24, 32, 1500
+    rng = np.random.default_rng(1)
+    ops = [dict(a_addr=int(rng.integers(0, depth)), a_write=int(rng.random() < 0.4),
+                a_data=int(rng.integers(0, 1 << width)), b_addr=int(rng.integers(0, depth)),
+                b_write=int(rng.random() < 0.4), b_data=int(rng.integers(0, 1 << width)))
+           for _ in range(count)]
+    for o in ops:               # the ports never write the same address in one cycle
+        if o["a_write"] and o["b_write"] and o["a_addr"] == o["b_addr"]:
+            o["b_write"] = 0
+    block = pyrtl.Block()
+    with pyrtl.set_working_block(block):
+        local = LocalMemory(depth, width)
+        abits, addr, f = _player(count, {k: (width if "data" in k else 5 if "addr" in k else 1)
+                                         for k in ops[0]})
+        for p in ("a", "b"):
+            for port, field in (("addr", "addr"), ("write", "write"), ("wdata", "data")):
+                wire = getattr(local, f"{p}_{port}")
+                wire <<= f[f"{p}_{field}"]
+            out = pyrtl.MemBlock(width, abits, f"out_{p}")
+            out[addr] <<= getattr(local, f"{p}_rdata")
+    sim = ArraySimulation(block=block)
+    for k in ops[0]:
+        sim.memory(f"in_{k}")[:count, 0] = [o[k] for o in ops]
+    sim.run_cycles(count)
+    mem = [0] * depth
+    expected = {"a": [None], "b": [None]}
+    for o in ops:
+        # reads presented this cycle see this cycle's writes (data returned next cycle)
+        for p in ("a", "b"):
+            if o[f"{p}_write"]:
+                mem[o[f"{p}_addr"]] = o[f"{p}_data"]
+        for p in ("a", "b"):
+            expected[p].append(mem[o[f"{p}_addr"]])
+    for p in ("a", "b"):
+        got = sim.memory(f"out_{p}")[:count, 0].tolist()
+        assert got[1:] == expected[p][1:count], p

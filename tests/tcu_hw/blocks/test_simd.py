@@ -1,0 +1,136 @@
+"""The SIMD ALU array against tcu_hw.alu with a sequential model of registers and tables."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pyrtl
+import pytest
+
+from sim.pyrtl_sim import ArraySimulation
+from tcu_hw import alu
+from tcu_hw.arch import Architecture
+from tcu_hw.blocks import lanes
+from tcu_hw.blocks.simd import SimdArray
+from tcu_hw.isa import SimdOp
+
+BASE = dict(data_type="FP16BP8", array_size=4, dram0_depth=64, dram1_depth=64,
+            local_depth=64, accumulator_depth=64, simd_registers_depth=3, stride0_depth=1,
+            stride1_depth=1)
+
+
+def run(arch, steps):
+    """steps: dicts with op/left/right/dest/input (an ALU step) or lut=(table, index, data)."""
+    n, w = arch.array_size, arch.dtype.width
+    count = len(steps)
+    abits = max(1, (count - 1).bit_length())
+    block = pyrtl.Block()
+    with pyrtl.set_working_block(block):
+        simd = SimdArray(arch, name="simd")
+        addr = pyrtl.Register(abits, "addr")
+        addr.next <<= addr + 1
+        fields = {}
+        for f, width in (("valid", 1), ("op", simd.op.bitwidth), ("left", simd.left.bitwidth),
+                         ("right", simd.right.bitwidth), ("dest", simd.dest.bitwidth),
+                         ("input", n * w), ("lut_valid", 1), ("lut_table", 4),
+                         ("lut_index", 4)):
+            fields[f] = pyrtl.MemBlock(width, abits, f"in_{f}")[addr]
+        for f in ("valid", "op", "left", "right", "dest", "input"):
+            wire = getattr(simd, f)
+            wire <<= fields[f][:wire.bitwidth]
+        if arch.lut_count:
+            simd.lut_valid <<= fields["lut_valid"]
+            simd.lut_table <<= fields["lut_table"][:simd.lut_table.bitwidth]
+            simd.lut_index <<= fields["lut_index"][:simd.lut_index.bitwidth]
+            simd.lut_data <<= fields["input"]
+        out = pyrtl.MemBlock(n * w, abits, "out")
+        out[addr] <<= simd.out
+    sim = ArraySimulation(block=block)
+    for f in ("valid", "op", "left", "right", "dest", "lut_valid", "lut_table", "lut_index"):
+        if sim.has_memory(f"in_{f}"):
+            sim.memory(f"in_{f}")[:count, 0] = [s.get(f, 0) for s in steps]
+    sim.memory("in_input")[:count] = lanes.pack(np.array([s["input"] for s in steps]), w)
+    sim.run_cycles(count)
+    return lanes.unpack(sim.memory("out")[:count], n, w)
+
+
+def model(arch, steps):
+    dt, n = arch.dtype, arch.array_size
+    regs = np.zeros((arch.simd_registers_depth + 1, n), np.int64)
+    tables = np.zeros((arch.lut_count + 1, max(arch.lut_depth, 1)), np.int64)
+    outs = []
+    for s in steps:
+        inp = np.array(s["input"])
+        if s.get("lut_valid"):
+            k = s["lut_index"] * n
+            part = inp[:max(0, min(n, arch.lut_depth - k))]
+            tables[s["lut_table"], k:k + len(part)] = part
+            outs.append(None)
+            continue
+        left = inp if s["left"] == 0 else regs[s["left"]].copy()
+        right = inp if s["right"] == 0 else regs[s["right"]].copy()
+        op = s["op"]
+        if op == SimdOp.NOOP:
+            out = inp
+        elif op == SimdOp.LOOKUP:
+            out, values = alu.lookup(left, tables, dt)
+            for t in range(arch.lut_count):
+                regs[s["dest"] + 1 + t] = values[t]
+        else:
+            out = alu.simd_result(op, left, right, dt)
+        if s["dest"] and op != SimdOp.NOOP:
+            regs[s["dest"]] = out
+        outs.append(np.array(out))
+    return outs
+
+
+def random_steps(arch, count, rng, ops):
+    n, dt = arch.array_size, arch.dtype
+    edges = [dt.min_raw, -1, 0, 1, dt.max_raw, 256, -256, 128]
+    steps = []
+    for _ in range(count):
+        vec = [int(rng.choice(edges)) if rng.random() < 0.3 else int(rng.integers(-700, 700))
+               for _ in range(n)]
+        op = int(rng.choice(ops))
+        top = arch.simd_registers_depth - (arch.lut_count if op == SimdOp.LOOKUP else 0)
+        steps.append(dict(valid=1, op=op, left=int(rng.integers(0, arch.simd_registers_depth + 1)),
+                          right=int(rng.integers(0, arch.simd_registers_depth + 1)),
+                          dest=int(rng.integers(0, top + 1)), input=vec))
+    return steps
+
+
+def check(arch, steps):
+    got = run(arch, steps)
+    for k, want in enumerate(model(arch, steps)):
+        if want is not None:
+            assert got[k].tolist() == want.tolist(), (k, steps[k])
+
+
+def test_all_ops_with_registers():
+    arch = Architecture(**BASE)
+    rng = np.random.default_rng(0)
+    check(arch, random_steps(arch, 600, rng, list(range(16))))
+
+
+def test_no_registers():
+    arch = Architecture(**{**BASE, "simd_registers_depth": 0})
+    rng = np.random.default_rng(1)
+    check(arch, random_steps(arch, 200, rng, list(range(16))))
+
+
+@pytest.mark.parametrize("depth", [6, 8])
+def test_lookup_tables(depth):
+    arch = Architecture(**{**BASE, "lut_count": 2, "lut_depth": depth})
+    n = arch.array_size
+    rng = np.random.default_rng(depth)
+    keys = sorted(rng.choice(np.arange(-600, 600), depth, replace=False).tolist())
+    steps = []
+    for t, table in enumerate([keys, rng.integers(-500, 500, depth).tolist(),
+                               rng.integers(-500, 500, depth).tolist()]):
+        padded = table + [0] * (math.ceil(depth / n) * n - depth)
+        for j in range(math.ceil(depth / n)):
+            steps.append(dict(lut_valid=1, lut_table=t, lut_index=j,
+                              input=padded[j * n:(j + 1) * n]))
+    steps += random_steps(arch, 300, rng, [SimdOp.LOOKUP, SimdOp.MOVE, SimdOp.ADD])
+    check(arch, steps)
