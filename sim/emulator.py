@@ -33,8 +33,8 @@ from tcu_hw import alu, numeric
 from tcu_hw.arch import Architecture
 from tcu_hw.errors import TcuError
 from tcu_hw.isa import (SIMD, ConfigRegister, Configure, DataMove, DataMoveKind, Illegal,
-                        Instruction, LoadLUT, LoadWeights, MatMul, NoOp, SimdOp, clog2,
-                        flush_probe)
+                        Instruction, LoadLUT, LoadWeights, MatMul, NoOp, SimdOp, address_run,
+                        clog2, flush_probe)
 
 from .memory import PagedMemory
 
@@ -255,25 +255,18 @@ class Emulator:
         Returns ``(index, period)`` (period = distinct addresses before a repeat, or None when
         nothing repeats) or None after reporting an address beyond the memory's depth."""
         bits = self._bits[mem]
+        depth = self._depth[mem]
+        run = address_run(base, stride, count - 1, bits)
+        if run.highest >= depth:
+            self._fail(f"{mem} address {run.highest} is beyond the memory's depth "
+                       f"({depth} vectors)")
+            return None
         mod = 1 << bits
         base &= mod - 1
         step = (1 << stride) & (mod - 1) if stride < bits else 0
-        last = base + (count - 1) * step
-        depth = self._depth[mem]
-        if count == 1 or (step and last < mod):
-            if last >= depth:
-                first = base if base >= depth else base + -(-(depth - base) // step) * step
-                self._fail(f"{mem} address {first} is beyond the memory's depth "
-                           f"({depth} vectors)")
-                return None
-            return slice(base, last + 1, step or 1), None
+        if count == 1 or (step and not run.wraps):
+            return slice(base, run.hi + 1, step or 1), None
         idx = (base + np.arange(count, dtype=np.int64) * step) & (mod - 1)
-        if depth < mod:
-            bad = idx >= depth
-            if bad.any():
-                self._fail(f"{mem} address {int(idx[bad][0])} is beyond the memory's depth "
-                           f"({depth} vectors)")
-                return None
         period = mod // step if step else 1
         return idx, (period if count > period else None)
 

@@ -691,6 +691,37 @@ AnyInstruction = Union[NoOp, MatMul, DataMove, LoadWeights, SIMD, LoadLUT, Confi
 # Programs
 
 
+@dataclass(frozen=True)
+class Run:
+    """The addresses of one operand of an instruction: ``base + i·2^stride`` (i = 0..size)
+    taken modulo ``2^bits`` of its memory (TCU.md §4).
+
+    ``lo``/``hi``: inclusive bounds of the addresses when they do not wrap (``wraps`` False);
+    ``highest``: the largest address visited (what the depth check of §4.8 compares).
+    """
+
+    lo: int
+    hi: int
+    highest: int
+    wraps: bool
+
+
+def address_run(base: int, stride: int, size: int, bits: int) -> Run:
+    """Bounds of an address run without enumerating it (the hardware decoder computes the
+    same thing). All addresses are equal when ``size == 0`` or the step ``2^stride`` is a
+    multiple of ``2^bits``; a run that passes ``2^bits`` wraps and then visits every address
+    of its residue class, up to ``2^bits - step + base mod step``."""
+    mod = 1 << bits
+    b = base & (mod - 1)
+    if size == 0 or stride >= bits:
+        return Run(b, b, b, False)
+    step = 1 << stride
+    end = b + size * step
+    if end < mod:
+        return Run(b, end, end, False)
+    return Run(0, mod - 1, mod - step + (b & (step - 1)), True)
+
+
 def read_program(path, layout: Layout) -> list[Instruction]:
     """Read and decode a `.tprog` file."""
     from .files import read_bytes

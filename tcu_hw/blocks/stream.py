@@ -95,3 +95,9 @@ def sum_bits(bits) -> WireVector:
 
 def fires(valid: WireVector, ready: WireVector) -> WireVector:
     return valid & ready
+
+
+def fit(wire, width: int) -> WireVector:
+    """``wire`` zero-extended or truncated to ``width`` bits (unsigned)."""
+    wire = pyrtl.as_wires(wire)
+    return wire.zero_extended(width) if wire.bitwidth < width else wire[:width]

