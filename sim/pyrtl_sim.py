@@ -241,9 +241,10 @@ class ArraySimulation(CompiledSimulation):
     def __del__(self):
         try:
             super().__del__()
-        finally:
             if getattr(self, "_dir", None) and os.path.isdir(self._dir):
                 shutil.rmtree(self._dir, ignore_errors=True)
+        except Exception:            # interpreter shutdown: modules may already be gone
+            pass
 
 
 def pack_limbs(values, bits: int) -> np.ndarray:

@@ -1,0 +1,143 @@
+"""Random TCU programs for comparing hardware backends with the emulator.
+
+:func:`programs` is a hypothesis strategy: it draws a list of (instruction kind, seed) pairs
+(so shrinking removes instructions and simplifies kinds) and builds each instruction from its
+seed with fields that are mostly valid and in range, sometimes at the edges: wrapping address
+runs, addresses beyond a non-power-of-two depth, reserved DataMove kinds, SIMD forms with flags
+that do not match the op, unknown opcodes. Initial memories and the DRAM timing (latency,
+bandwidth, random back-pressure) are random as well, so that units race each other.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from hypothesis import strategies as st
+
+from sim.compare import Images
+from sim.pyrtl_backend import DramTiming
+from tcu_hw.arch import Architecture
+from tcu_hw.isa import (SIMD, Configure, ConfigRegister, DataMove, DataMoveKind, Illegal,
+                        LoadLUT, LoadWeights, MatMul, NoOp, SimdOp)
+
+KINDS = ("move", "move", "loadweights", "loadweights", "matmul", "matmul", "matmul", "simd",
+         "simd", "simd", "move_acc", "move_acc", "configure", "noop", "loadlut", "odd")
+
+
+def _vectors(rng, dt, count, n, big=0.15):
+    small = rng.integers(max(dt.min_raw, -700), min(dt.max_raw, 700) + 1, (count, n))
+    full = rng.integers(dt.min_raw, dt.max_raw + 1, (count, n))
+    return np.where(rng.random((count, 1)) < big, full, small)
+
+
+def _run(rng, depth, bits, max_count, stride_codes, edgy=True):
+    """(base, stride, size) mostly inside the memory; when ``edgy``, sometimes wrapping or
+    beyond the depth."""
+    stride = int(rng.choice(stride_codes)) if rng.random() < 0.3 else 0
+    size = int(rng.integers(0, max_count))
+    r = rng.random()
+    if r < 0.93 or not edgy:
+        span = size * (1 << stride) + 1
+        base = int(rng.integers(0, max(1, depth - span + 1)))
+    else:                                       # anything the address width allows
+        base = int(rng.integers(0, 1 << bits))
+    return base, stride, size
+
+
+def make_instruction(arch: Architecture, kind: str, seed: int, edgy: bool = True):
+    """One instruction of ``kind``; without ``edgy`` it has no error condition."""
+    rng = np.random.default_rng(seed)
+    if not edgy and kind == "odd":
+        kind = "simd"
+    lay = arch.layout
+    n = arch.array_size
+    s0 = list(range(arch.stride0_depth))
+    s1 = list(range(arch.stride1_depth))
+    if kind == "noop":
+        return NoOp()
+    if kind == "move":
+        k = [DataMoveKind.DRAM0_TO_LOCAL, DataMoveKind.LOCAL_TO_DRAM0,
+             DataMoveKind.DRAM1_TO_LOCAL, DataMoveKind.LOCAL_TO_DRAM1][int(rng.integers(0, 4))]
+        la, ls, size = _run(rng, arch.local_depth, lay.L, 10, s0, edgy)
+        dram_depth = arch.dram0_depth if k.memory == "dram0" else arch.dram1_depth
+        da, ds, _ = _run(rng, dram_depth, lay.D0 if k.memory == "dram0" else lay.D1, 10, s1,
+                         edgy)
+        return DataMove(k, la, ls, da, ds, size)
+    if kind == "move_acc":
+        k = [DataMoveKind.ACC_TO_LOCAL, DataMoveKind.LOCAL_TO_ACC,
+             DataMoveKind.LOCAL_TO_ACC_ACCUMULATE][int(rng.integers(0, 3))]
+        la, ls, size = _run(rng, arch.local_depth, lay.L, 10, s0, edgy)
+        aa, as_, _ = _run(rng, arch.accumulator_depth, lay.A, 10, s1, edgy)
+        return DataMove(k, la, ls, aa, as_, size)
+    if kind == "loadweights":
+        zeroes = rng.random() < 0.25
+        la, ls, _ = _run(rng, arch.local_depth, lay.L, 2, s0, edgy)
+        size = int(rng.choice([n, n, n - 1, 0, n + 2, int(rng.integers(0, n + 1))]))
+        span = size * (1 << ls) + 1
+        if rng.random() < 0.85 or not edgy:
+            la = int(rng.integers(0, max(1, arch.local_depth - span + 1)))
+        return LoadWeights(la if not zeroes else 0, ls if not zeroes else 0, size, zeroes)
+    if kind == "matmul":
+        la, ls, size = _run(rng, arch.local_depth, lay.L, 12, s0, edgy)
+        aa, as_, _ = _run(rng, arch.accumulator_depth, lay.A, 12, s1, edgy)
+        return MatMul(la, ls, aa, as_, size, bool(rng.random() < 0.5), bool(rng.random() < 0.1))
+    regs = arch.simd_registers_depth
+    if kind == "simd":
+        ops = list(range(1, 16)) + ([16] * 3 if arch.lut_count else [])
+        op = int(rng.choice(ops)) if rng.random() < 0.95 or not edgy else 0
+        top = regs - (arch.lut_count if op == 16 else 0)
+        reg = lambda hi: int(rng.integers(0, max(hi, 0) + 1))   # noqa: E731
+        read, write = bool(rng.random() < 0.8), bool(rng.random() < 0.7)
+        return SIMD(op, reg(regs), reg(regs), reg(top),
+                    read_address=int(rng.integers(0, arch.accumulator_depth)),
+                    write_address=int(rng.integers(0, arch.accumulator_depth)),
+                    read=read, write=write, accumulate=bool(rng.random() < 0.3))
+    if kind == "loadlut":
+        if not arch.lut_count:
+            return NoOp()
+        vectors = math.ceil(arch.lut_depth / n)
+        la = int(rng.integers(0, arch.local_depth - vectors + 1))
+        return LoadLUT(la, 0, int(rng.integers(0, arch.lut_count + 1)))
+    if kind == "configure":
+        reg = [ConfigRegister.TIMEOUT, ConfigRegister.TRACEPOINT, ConfigRegister.SAMPLE_INTERVAL,
+               ConfigRegister.PROGRAM_COUNTER, ConfigRegister.DRAM0_OFFSET,
+               ConfigRegister.DRAM1_CACHE, 7][int(rng.integers(0, 7))]
+        return Configure(reg, int(rng.integers(0, 1 << min(16, lay.config_value_bits))))
+    # odd: forms with defined but unusual behaviour
+    choice = int(rng.integers(0, 5))
+    if choice == 0:
+        return DataMove(int(rng.choice([4, 5, 8, 11, 14])), 0, 0, 0, 0, 0)
+    if choice == 1:
+        if not arch.lut_count and rng.random() < 0.3:
+            return LoadLUT(0, 0, 0)          # opcode 5 without lookup tables: an error
+        return Illegal(int(rng.integers(6, 15)), 0, 0)
+    if choice == 2:
+        return SIMD(SimdOp.NOOP, 0, 0, 0, read=True, write=bool(rng.random() < 0.5))
+    if choice == 3:        # registers only, with a read flag whose value is unused
+        return SIMD(SimdOp.ADD, 1 if regs else 0, 1 if regs else 0, 0, read=True, write=True,
+                    write_address=int(rng.integers(0, arch.accumulator_depth)))
+    return SIMD(SimdOp.MOVE, 0, 0, min(1, regs), read=False, write=True,
+                write_address=int(rng.integers(0, arch.accumulator_depth)))
+
+
+def make_images(arch: Architecture, seed: int) -> Images:
+    rng = np.random.default_rng(seed)
+    n, dt = arch.array_size, arch.dtype
+    return Images(dram0={0: _vectors(rng, dt, min(arch.dram0_depth, 96), n)},
+                  dram1={0: _vectors(rng, dt, min(arch.dram1_depth, 96), n)},
+                  local={0: _vectors(rng, dt, arch.local_depth, n)})
+
+
+@st.composite
+def programs(draw, arch: Architecture, min_length: int = 8, max_length: int = 40):
+    steps = draw(st.lists(st.tuples(st.sampled_from(KINDS), st.integers(0, 2 ** 32 - 1)),
+                          min_size=min_length, max_size=max_length))
+    edgy = draw(st.booleans())
+    program = [make_instruction(arch, kind, seed, edgy) for kind, seed in steps]
+    images = make_images(arch, draw(st.integers(0, 2 ** 32 - 1)))
+    timing = DramTiming(latency=draw(st.sampled_from([0, 1, 2, 5, 20])),
+                        cycles_per_vector=draw(st.sampled_from([1, 1, 2])),
+                        stall_probability=draw(st.sampled_from([0.0, 0.0, 0.3, 0.7])),
+                        seed=draw(st.integers(1, 1000)))
+    return program, images, timing

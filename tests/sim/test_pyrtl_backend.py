@@ -1,0 +1,204 @@
+"""The PyRTL core against the golden emulator, bit for bit, on every memory.
+
+Conformance XOR programs, directed programs for every opcode, flag, DataMove kind, SIMD op
+and stride, random programs from a hypothesis strategy on four architectures (data types,
+odd array sizes, non-power-of-two depths, lookup tables), DRAM timing changes (cycles change,
+results do not), and Tensil's speech-commands program.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from sim.compare import Images, compare
+from sim.model import consts_images, load_model, load_program
+from sim.pyrtl_backend import DramTiming, cached_core
+from tcu_hw import numeric
+from tcu_hw.arch import Architecture
+from tcu_hw.isa import (SIMD, Configure, ConfigRegister, DataMove, DataMoveKind as K, Illegal,
+                        LoadLUT, LoadWeights, MatMul, NoOp, SimdOp, flush_probe)
+
+from ..conftest import load_json, shared_path
+from .programs import make_images, programs
+
+ARCHS = {
+    "n2_fp16": Architecture("FP16BP8", 2, 128, 64, 64, 32, 2, 4, 4),
+    "n4_fp8_odd_depths_lut": Architecture("FP8BP4", 4, 100, 128, 60, 24, 4, 8, 2,
+                                          lut_count=2, lut_depth=6),
+    "n3_fp32": Architecture("FP32BP16", 3, 64, 64, 32, 16, 1, 2, 4),
+    "n2_fp18": Architecture("FP18BP10", 2, 64, 64, 40, 16, 3, 4, 4),
+    "n8_fp16": Architecture("FP16BP8", 8, 64, 64, 64, 32, 1, 2, 2),
+}
+XOR_NAMES = ["xor_2x2_memory256", "xor_2x2_memory256_batch4", "xor_2x2_memory256_batch16",
+             "xor_4x4_memory256", "xor_2x2_memory64K", "xor4_4x4_memory256",
+             "xor4_2x2_memory128_stride2", "xor4_2x2_memory128_stride2_batch4",
+             "xor4_2x2_memory128_stride2_batch16"]
+TENSIL_SPEECH_CYCLES = 1_678_969
+
+
+def check(arch, program, images, timing=None):
+    diffs, result = compare(program, images, cached_core(arch), timing)
+    assert not diffs, "\n".join(diffs)
+    return result
+
+
+@pytest.mark.parametrize("name", XOR_NAMES)
+def test_xor_program(name):
+    case = load_json("conformance", "xor", f"{name}.json")
+    arch = Architecture.from_dict(case["arch"])
+    program = arch.layout.decode_program(bytes.fromhex(case["program_hex"]))
+    consts = numeric.decode_vectors(bytes.fromhex(case["consts_hex"]), arch.dtype,
+                                    arch.array_size)
+    (inp,), (out,) = case["input_dram0"], case["output_dram0"]
+    for run in case["runs"]:
+        images = Images(dram0={inp["base"]: np.array(run["input_raw"])}, dram1={0: consts})
+        check(arch, program, images)
+        core = cached_core(arch)
+        assert core.read_dram0(out["base"], out["size"]).tolist() == run["output_raw"]
+
+
+# ------------------------------------------------------------------------ directed programs
+
+A = ARCHS["n4_fp8_odd_depths_lut"]
+TILE = [LoadWeights(0, 0, 4)]
+
+
+def directed_programs():
+    """(name, architecture, program) for every opcode, flag, kind, SIMD op and stride."""
+    a2 = ARCHS["n2_fp16"]
+    yield "dram_moves_all_kinds_and_strides", a2, [
+        DataMove(K.DRAM0_TO_LOCAL, 0, 0, 3, 0, 9), DataMove(K.DRAM1_TO_LOCAL, 20, 1, 5, 2, 4),
+        DataMove(K.LOCAL_TO_DRAM0, 0, 2, 100, 0, 3), DataMove(K.LOCAL_TO_DRAM1, 20, 0, 40, 1, 5),
+        DataMove(K.DRAM0_TO_LOCAL, 40, 0, 100, 3, 3), DataMove(K.DRAM0_TO_LOCAL, 50, 0, 120, 0, 12)]
+    yield "acc_moves_and_accumulate", a2, [
+        DataMove(K.LOCAL_TO_ACC, 0, 0, 0, 0, 7), DataMove(K.LOCAL_TO_ACC_ACCUMULATE, 8, 1, 0, 0, 7),
+        DataMove(K.LOCAL_TO_ACC_ACCUMULATE, 8, 0, 2, 0, 0),
+        DataMove(K.LOCAL_TO_ACC_ACCUMULATE, 9, 0, 2, 0, 0), DataMove(K.ACC_TO_LOCAL, 30, 0, 0, 0, 7),
+        DataMove(K.LOCAL_TO_ACC_ACCUMULATE, 0, 0, 16, 3, 5)]      # wraps: repeated addresses
+    yield "weights_and_matmul_forms", a2, [
+        LoadWeights(0, 0, 2), MatMul(10, 0, 0, 0, 5), MatMul(10, 1, 8, 1, 3, accumulate=True),
+        LoadWeights(3, 0, 1), LoadWeights(0, 0, 0, zeroes=True), MatMul(16, 0, 4, 0, 2),
+        MatMul(0, 0, 12, 0, 3, zeroes=True), LoadWeights(20, 2, 2), MatMul(30, 0, 20, 2, 2),
+        LoadWeights(0, 0, 5), MatMul(40, 0, 24, 0, 7, accumulate=True)]
+    yield "tile_switch_every_vector", a2, [
+        inst for k in range(8) for inst in (LoadWeights(3 * k, 0, 2), MatMul(40 + k, 0, k, 0, 0))]
+    for op in list(SimdOp)[:16]:
+        yield f"simd_{op.label}", A, [
+            SIMD(SimdOp.MOVE, 0, 0, 1, read_address=3, read=True),
+            SIMD(SimdOp.MOVE, 0, 0, 2, read_address=5, read=True),
+            DataMove(K.LOCAL_TO_ACC, 0, 0, 0, 0, 15),
+            SIMD(op, 0, 1, 3, read_address=4, write_address=6, read=True, write=True),
+            SIMD(op, 2, 0, 0, read_address=7, write_address=7, read=True, write=True,
+                 accumulate=True),
+            SIMD(op, 1, 2, 4, write_address=8, write=True),
+            SIMD(SimdOp.MOVE, 3, 0, 0, write_address=9, write=True),
+            SIMD(SimdOp.MOVE, 4, 0, 0, write_address=10, write=True)]
+    yield "lookup_tables", A, [
+        LoadLUT(0, 0, 0), LoadLUT(2, 0, 1), LoadLUT(4, 0, 2),
+        DataMove(K.LOCAL_TO_ACC, 10, 0, 0, 0, 3),
+        SIMD(SimdOp.LOOKUP, 0, 0, 1, read_address=1, write_address=2, read=True, write=True),
+        SIMD(SimdOp.MULTIPLY, 1, 3, 1), SIMD(SimdOp.ADD, 1, 2, 0, write_address=3, write=True),
+        SIMD(SimdOp.LOOKUP, 0, 0, 2, read_address=3, read=True),
+        SIMD(SimdOp.MOVE, 4, 0, 0, write_address=4, write=True)]
+    yield "error_conditions", A, [
+        DataMove(5, 0, 0, 0, 0, 0), Illegal(0x9, 0, 0), SIMD(SimdOp.NOOP, read=True),
+        DataMove(K.DRAM0_TO_LOCAL, 58, 0, 0, 0, 3),                 # local 60, 61 do not exist
+        MatMul(0, 0, 22, 0, 3), SIMD(SimdOp.MOVE, 0, 0, 1, read_address=30, read=True),
+        DataMove(K.DRAM0_TO_LOCAL, 0, 0, 98, 0, 4),                 # DRAM0 has 100 vectors
+        SIMD(SimdOp.LOOKUP, 0, 0, 3), LoadLUT(0, 0, 3), SIMD(20, 0, 0, 0),
+        DataMove(K.DRAM0_TO_LOCAL, 0, 0, 0, 0, 3)]
+    yield "configure_and_pc", A, [
+        Configure(ConfigRegister.PROGRAM_COUNTER, 1000), NoOp(), Configure(7, 5),
+        Configure(ConfigRegister.DRAM0_OFFSET, 0x123), DataMove(K.DRAM0_TO_LOCAL, 0, 0, 0, 0, 1),
+        Configure(ConfigRegister.TRACEPOINT, 1004), Illegal(0xC, 0, 0), NoOp()]
+    yield "hazards_between_units", a2, [
+        DataMove(K.DRAM0_TO_LOCAL, 0, 0, 0, 0, 20), MatMul(5, 0, 0, 0, 3),   # RAW on local
+        DataMove(K.LOCAL_TO_DRAM0, 2, 0, 60, 0, 5),
+        DataMove(K.ACC_TO_LOCAL, 4, 0, 0, 0, 3),                         # WAR vs the store
+        DataMove(K.DRAM1_TO_LOCAL, 6, 1, 0, 0, 8), LoadWeights(6, 1, 2),
+        DataMove(K.LOCAL_TO_DRAM1, 8, 0, 30, 0, 2), DataMove(K.DRAM1_TO_LOCAL, 40, 0, 30, 0, 2)]
+    yield "flush_probe", a2, flush_probe(a2)
+
+
+@pytest.mark.parametrize("name, arch, program", list(directed_programs()),
+                         ids=[d[0] for d in directed_programs()])
+def test_directed_program(name, arch, program):
+    check(arch, program, make_images(arch, seed=len(name)))
+
+
+# --------------------------------------------------------------------------- random programs
+
+@pytest.mark.parametrize("arch_name", list(ARCHS))
+def test_random_programs(arch_name):
+    arch = ARCHS[arch_name]
+    cached_core(arch)                                   # compile outside hypothesis's timing
+
+    @settings(max_examples=75, deadline=None, derandomize=True,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @given(programs(arch))
+    def run(case):
+        program, images, timing = case
+        check(arch, program, images, timing)
+
+    run()
+
+
+def test_dram_write_waits_for_compute_reads():
+    """A fast DRAM load into the range a long MatMul is still reading must wait (WAR), and a
+    compute read of a range a DRAM load is still writing must wait (RAW)."""
+    arch = ARCHS["n2_fp16"]
+    program = [LoadWeights(0, 0, 2), MatMul(10, 0, 0, 0, 30),
+               DataMove(K.DRAM0_TO_LOCAL, 25, 0, 0, 0, 4),          # WAR: MatMul reads 10..40
+               DataMove(K.DRAM0_TO_LOCAL, 50, 0, 8, 0, 9), MatMul(50, 0, 0, 0, 9, True),  # RAW
+               DataMove(K.ACC_TO_LOCAL, 60, 0, 0, 0, 3),
+               DataMove(K.LOCAL_TO_DRAM1, 60, 0, 0, 0, 3)]          # RAW on acc→local
+    for latency in (0, 1, 3):
+        check(arch, program, make_images(arch, seed=3), DramTiming(latency=latency))
+
+
+def test_weight_bank_reuse_waits_for_vectors_in_flight():
+    """n = 8: a push into a bank that vectors still flowing through the array use must wait."""
+    arch = ARCHS["n8_fp16"]
+    program = []
+    for k in range(6):
+        program += [MatMul(20, 0, 0, 0, 4, accumulate=True), LoadWeights(k, 0, 0),
+                    MatMul(30, 0, 8, 0, 0, accumulate=True), LoadWeights(k + 1, 0, 0)]
+    check(arch, program, make_images(arch, seed=4))
+
+
+def test_dram_timing_changes_cycles_never_results():
+    arch = ARCHS["n2_fp16"]
+    rng_program = [inst for _, _, prog in list(directed_programs())[:4] for inst in prog]
+    images = make_images(arch, seed=11)
+    cycles = set()
+    for timing in (DramTiming(latency=1), DramTiming(latency=40),
+                   DramTiming(latency=7, cycles_per_vector=3),
+                   DramTiming(latency=20, stall_probability=0.4, seed=5),
+                   DramTiming(latency=3, stall_probability=0.8, seed=9)):
+        cycles.add(check(arch, rng_program, images, timing).cycles)
+    assert len(cycles) == 5
+
+
+# ------------------------------------------------------------------------------ speech model
+
+@pytest.fixture(scope="module")
+def speech():
+    d = shared_path("conformance", "speech_robot")
+    model = load_model(d / "speech_commands_onnx_speech_robot.tmodel")
+    return d, model, json.loads((d / "expected.json").read_text())
+
+
+@pytest.mark.parametrize("index", [0, 4])
+def test_speech_program_on_the_core(speech, index):
+    d, model, expected = speech
+    entry = expected["inputs"][index]
+    raw = np.frombuffer((d / entry["files"]["raw_le_int16"]).read_bytes(), "<i2").reshape(-1, 8)
+    (base, consts), = consts_images(model)
+    images = Images(dram0={0: raw.astype(np.int64)}, dram1={base: consts})
+    result = check(model.arch, load_program(model), images, DramTiming(latency=20))
+    assert cached_core(model.arch).read_dram0(0, 2).tolist() == entry["expected_output_raw"]
+    assert result.cycles <= 0.6 * TENSIL_SPEECH_CYCLES
