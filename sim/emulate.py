@@ -23,11 +23,12 @@ from pathlib import Path
 import numpy as np
 
 from tcu_hw import numeric
-from tcu_hw.artifacts import format_csv, read_csv, write_csv
+from tcu_hw.artifacts import read_csv
 from tcu_hw.errors import ArtifactError, run_cli
 
 from .emulator import Emulator
-from .model import gather, input_raw, load_model, load_program, place, prepare
+from .model import (check_output_paths, format_outputs, gather, load_model, load_program, place,
+                    prepare, read_input_csvs, write_output_csvs)
 
 
 def _files(text: str | None) -> list[Path]:
@@ -67,26 +68,9 @@ def run(args: argparse.Namespace) -> int:
         raise ArtifactError(f"--number-of-runs must be at least 1, got {runs}")
     inputs, outputs, compare = _files(args.inputs), _files(args.outputs), _files(args.compare)
     names, out_names = model.input_names, model.output_names
-    if len(inputs) != len(names):
-        raise ArtifactError(f"model {model.name!r} has {len(names)} input(s) "
-                            f"({', '.join(names)}), got {len(inputs)} CSV file(s)")
-    for flag, files in (("-o", outputs), ("-c", compare)):
-        if files and len(files) != len(out_names):
-            raise ArtifactError(f"model {model.name!r} has {len(out_names)} output(s) "
-                                f"({', '.join(out_names)}), got {len(files)} {flag} file(s)")
-
-    raw_inputs, in_sats = {}, 0
-    for name, path in zip(names, inputs):
-        values = read_csv(path, n)
-        want = model.vectors(name) * runs
-        if len(values) != want:
-            raise ArtifactError(f"{path}: {len(values)} vectors (lines), expected {want} for "
-                                f"input {name!r}" + (f" ({runs} runs)" if runs > 1 else ""))
-        try:
-            raw_inputs[name], s = input_raw(model, name, values, runs=runs)
-        except ArtifactError as e:
-            raise ArtifactError(f"{path}: {e}") from None
-        in_sats += s
+    raw_inputs, in_sats = read_input_csvs(model, inputs, runs)
+    check_output_paths(model, outputs, "-o")
+    check_output_paths(model, compare, "-c")
     expected = {}
     for name, path in zip(out_names, compare):
         values = read_csv(path, n)
@@ -113,16 +97,9 @@ def run(args: argparse.Namespace) -> int:
     outs = {name: np.concatenate(v) for name, v in results.items()}
 
     status = 0
-    for name, path in zip(out_names, outputs):
-        write_csv(path, outs[name] if args.raw else numeric.to_float(outs[name], dt), args.raw)
+    write_output_csvs(model, outs, outputs, args.raw)
     if not outputs:
-        for name in out_names:
-            size = model.vectors(name, outputs=True)
-            for r in range(runs):
-                print(f"OUTPUT {name}, RUN {r}")
-                block = outs[name][r * size:(r + 1) * size]
-                sys.stdout.write(format_csv(block if args.raw else numeric.to_float(block, dt),
-                                            args.raw))
+        sys.stdout.write(format_outputs(model, outs, runs, args.raw))
     for name, want in expected.items():
         got = numeric.to_float(outs[name], dt)
         bad = np.abs(got - want) > dt.error * (1 + 1e-9)

@@ -15,7 +15,7 @@ from typing import Mapping
 import numpy as np
 
 from tcu_hw import numeric
-from tcu_hw.artifacts import TModel, read_tdata, read_tmodel
+from tcu_hw.artifacts import TModel, format_csv, read_csv, read_tdata, read_tmodel, write_csv
 from tcu_hw.errors import ArtifactError
 from tcu_hw.isa import Instruction, read_program
 
@@ -156,3 +156,54 @@ def emulate(model, inputs: Mapping[str, object], raw: bool = False,
     emulator.run(program)
     outputs = {name: gather(model, name, emulator.read_dram0) for name in model.output_names}
     return ModelResult(model, outputs, emulator.stats, emulator.events[first_event:], sats)
+
+
+# ------------------------------------------------------------------- CSV files (CLIs)
+
+def read_input_csvs(model: TModel, paths, runs: int = 1) -> tuple[dict, int]:
+    """One CSV per model input (manifest order) → ({name: raw (runs·vectors, n)}, saturations).
+    Each CSV holds ``runs`` inputs one after another, one vector per line."""
+    names = model.input_names
+    if len(paths) != len(names):
+        raise ArtifactError(f"model {model.name!r} has {len(names)} input(s) "
+                            f"({', '.join(names)}), got {len(paths)} CSV file(s)")
+    raw, sats = {}, 0
+    for name, path in zip(names, paths):
+        values = read_csv(path, model.arch.array_size)
+        want = model.vectors(name) * runs
+        if len(values) != want:
+            raise ArtifactError(f"{path}: {len(values)} vectors (lines), expected {want} for "
+                                f"input {name!r}" + (f" ({runs} runs)" if runs > 1 else ""))
+        try:
+            raw[name], s = input_raw(model, name, values, runs=runs)
+        except ArtifactError as e:
+            raise ArtifactError(f"{path}: {e}") from None
+        sats += s
+    return raw, sats
+
+
+def check_output_paths(model: TModel, paths, flag: str) -> None:
+    if paths and len(paths) != len(model.output_names):
+        raise ArtifactError(f"model {model.name!r} has {len(model.output_names)} output(s) "
+                            f"({', '.join(model.output_names)}), got {len(paths)} {flag} file(s)")
+
+
+def write_output_csvs(model: TModel, outputs: dict, paths, raw: bool = False) -> None:
+    """One CSV per output name (floats, or raw integers with ``raw``)."""
+    dt = model.arch.dtype
+    for name, path in zip(model.output_names, paths):
+        write_csv(path, outputs[name] if raw else numeric.to_float(outputs[name], dt), raw)
+
+
+def format_outputs(model: TModel, outputs: dict, runs: int = 1, raw: bool = False) -> str:
+    """Outputs as text: ``OUTPUT name, RUN r`` then one vector per line."""
+    dt = model.arch.dtype
+    text = []
+    for name in model.output_names:
+        size = model.vectors(name, outputs=True)
+        for r in range(runs):
+            block = outputs[name][r * size:(r + 1) * size]
+            text.append(f"OUTPUT {name}, RUN {r}\n")
+            text.append(format_csv(block if raw else numeric.to_float(block, dt), raw))
+    return "".join(text)
+

@@ -80,11 +80,15 @@ class PyrtlCore:
 
     ``program_bits``: the program memory holds 2^program_bits instructions (default 17, enough
     for Tensil's 80k-instruction speech model). ``outstanding_bits``: each DRAM model queues
-    up to 2^outstanding_bits requests. ``opt``: gcc flag for the simulator.
+    up to 2^outstanding_bits requests. ``opt``: gcc flag for the simulator. ``probes``: also
+    expose every named signal of the core (``array_*``, ``acc_*``, ``simd_*``, ``cu_*``,
+    ``dec_*``, ``local_*``, ``dram_*``, ``cfg_*`` ...) for waveforms (:meth:`run` with a
+    ``window``); this builds a separate, slower simulator.
     """
 
     def __init__(self, arch: Architecture, options: Options | None = None,
-                 program_bits: int = 17, outstanding_bits: int = 4, opt: str = "-O1") -> None:
+                 program_bits: int = 17, outstanding_bits: int = 4, opt: str = "-O1",
+                 probes: bool = False) -> None:
         arch.require_hardware()
         self.arch, self.options = arch, options or Options()
         self.layout = Layout.of(arch)
@@ -126,6 +130,15 @@ class PyrtlCore:
                 reg.next <<= reg + events[name]
                 out = pyrtl.Output(32, f"count_{name}")
                 out <<= reg
+            self.probe_names = {}
+            if probes:
+                core_wires = [w for w in self.block.wirevector_set
+                              if not w.name.startswith(("tmp", "const", "tb_"))
+                              and not isinstance(w, (pyrtl.Const, pyrtl.Output))]
+                for k, wire in enumerate(sorted(core_wires, key=lambda w: w.name)):
+                    out = pyrtl.Output(wire.bitwidth, f"probe{k}")
+                    out <<= wire
+                    self.probe_names[f"probe{k}"] = (wire.name, wire.bitwidth)
             for name, wire in (("done", done), ("error", core.error), ("error_pc", core.error_pc),
                                ("pc", core.pc), ("dram0_reads", self.drams[0].reads),
                                ("dram0_writes", self.drams[0].writes),
@@ -187,35 +200,119 @@ class PyrtlCore:
     def run(self, program: Sequence[Instruction] | bytes,
             dram0: Mapping[int, np.ndarray] = (), dram1: Mapping[int, np.ndarray] = (),
             local: Mapping[int, np.ndarray] = (), timing: DramTiming = DramTiming(),
-            max_cycles: int | None = None) -> RunResult:
-        """Reset, load, run until the program has completed, and return the counters."""
+            max_cycles: int | None = None, window: tuple[int, int] | None = None) -> RunResult:
+        """Reset, load, run until the program has completed, and return the counters.
+
+        With ``window = (pc_from, pc_to)`` (and ``probes``), :attr:`trace` holds
+        ``(first cycle, {signal: (width, values)})`` for that program-counter window."""
+        def setup() -> int:
+            count = self.load_program(program)
+            for k, images in enumerate((dram0, dram1)):
+                for base, raw in dict(images).items():
+                    self._write_vectors(f"tb_dram{k}_mem", base, raw)
+                self.sim.memory(f"tb_dram{k}_config")[:4, 0] = timing.words()
+            for base, raw in dict(local).items():
+                self._write_vectors("local_mem", base, raw)
+            return count
+
         if not self._fresh:
             self.sim.reset()
         self._fresh = False
-        count = self.load_program(program)
-        for k, images in enumerate((dram0, dram1)):
-            for base, raw in dict(images).items():
-                self._write_vectors(f"tb_dram{k}_mem", base, raw)
-            self.sim.memory(f"tb_dram{k}_config")[:4, 0] = timing.words()
-        for base, raw in dict(local).items():
-            self._write_vectors("local_mem", base, raw)
+        count = setup()
+        self._setup = setup
         budget = max_cycles or (200 * count + 100_000)
-        chunk, ran = 256, 0
-        while True:
-            out = self.sim.run_cycles(chunk)
-            ran += chunk
-            if out["done"]:
-                break
-            if ran >= budget:
-                raise SimulationHang(
-                    f"the program did not finish in {ran:,} cycles (pc {out['pc']}, "
-                    f"{out['count_dispatched']:,} of {count:,} instructions dispatched)")
-            chunk = min(chunk * 2, 1 << 16)
+        self.trace = None
+        out = self._trace_run(budget, count, window) if window else self._run(budget, count)
         counters = {name: out[f"count_{name}"] for name in COUNTERS}
         counters.update({k: out[k] for k in ("dram0_reads", "dram0_writes", "dram1_reads",
                                              "dram1_writes")})
         return RunResult(counters["cycles"], counters, bool(out["error"]), out["error_pc"],
                          out["pc"])
+
+    def _hang(self, ran: int, out: dict, count: int) -> SimulationHang:
+        return SimulationHang(
+            f"the program did not finish in {ran:,} cycles (pc {out['pc']}, "
+            f"{out['count_dispatched']:,} of {count:,} instructions dispatched)")
+
+    def _run(self, budget: int, count: int) -> dict:
+        chunk, ran = 256, 0
+        while True:
+            out = self.sim.run_cycles(chunk)
+            ran += chunk
+            if out["done"]:
+                return out
+            if ran >= budget:
+                raise self._hang(ran, out, count)
+            chunk = min(chunk * 2, 1 << 16)
+
+    def _advance(self, cycles: int) -> None:
+        while cycles > 0:
+            step = min(cycles, 1 << 16)
+            self.sim.run_cycles(step)
+            cycles -= step
+
+    def _trace_run(self, budget: int, count: int, window: tuple[int, int]) -> dict:
+        """Keep every probe from the first cycle with ``pc >= window[0]`` to ``2n + 16``
+        cycles after the first with ``pc > window[1]`` (so the last instruction's effects
+        show). Pass 1 finds the first cycle watching only the PC; pass 2 replays the run up to
+        it untraced and then traces."""
+        if not self.probe_names:
+            raise ValueError("waveforms need PyrtlCore(..., probes=True)")
+        first, last = window
+        drain = 2 * self.arch.array_size + 16
+        control = ("pc", "done", "count_dispatched")
+        chunk, ran, start = 4096, 0, None
+        while start is None:
+            tr = self.sim.run_trace(chunk, names=control)
+            pcs = tr["pc"].astype(np.int64)
+            if (pcs >= first).any():
+                start = ran + int(np.argmax(pcs >= first))
+            elif tr["done"][-1]:
+                start = ran + chunk                     # the window is never reached
+            ran += chunk
+            if ran >= budget and start is None:
+                raise self._hang(ran, {k: int(v[-1]) for k, v in tr.items()}, count)
+        self.sim.reset()
+        self._setup()
+        self._advance(start)
+        ran, stop, kept = start, None, []
+        while stop is None or ran < stop:
+            tr = self.sim.run_trace(chunk)
+            pcs = tr["pc"].astype(np.int64)
+            cycles = np.arange(ran, ran + chunk)
+            if stop is None and (pcs > last).any():
+                stop = ran + int(np.argmax(pcs > last)) + drain
+            if stop is None and tr["done"][-1]:
+                stop = ran + int(np.argmax(tr["done"].astype(bool))) + 1
+            keep = cycles < (stop if stop is not None else 1 << 62)
+            kept.append({k: v[keep] for k, v in tr.items() if k.startswith("probe")})
+            ran += chunk
+            if ran >= budget and stop is None:
+                raise self._hang(ran, {k: int(v[-1]) for k, v in tr.items()}, count)
+        out = {k: int(v[-1]) for k, v in tr.items() if not k.startswith("probe")}
+        if not out["done"]:
+            out = self._run(budget, count)
+        signals = {}
+        for key, (name, width) in self.probe_names.items():
+            signals[name] = (width, np.concatenate([c[key] for c in kept]))
+        self.trace = (start, signals)
+        return out
+
+    def run_model(self, model, inputs: Mapping[str, np.ndarray], timing: DramTiming = DramTiming(),
+                  consts_to_local: bool | None = None, window: tuple[int, int] | None = None
+                  ) -> tuple[dict, RunResult]:
+        """Run a `.tmodel` with raw inputs ({name: (vectors, n)}); returns (outputs, result)."""
+        from .model import consts_images, gather, load_model, load_program, place
+        model = load_model(model)
+        local = model.consts_to_local if consts_to_local is None else consts_to_local
+        dram0 = {}
+        for name in model.input_names:
+            dram0.update(dict(place(model, name, np.asarray(inputs[name]))))
+        images = dict(consts_images(model))
+        result = self.run(load_program(model), dram0=dram0, dram1={} if local else images,
+                          local=images if local else {}, timing=timing, window=window)
+        outputs = {name: gather(model, name, self.read_dram0) for name in model.output_names}
+        return outputs, result
 
 
 @functools.lru_cache(maxsize=4)

@@ -204,12 +204,15 @@ class ArraySimulation(CompiledSimulation):
             result[name] = value
         return result
 
-    def run_trace(self, cycles: int, inputs: dict | None = None) -> dict[str, np.ndarray]:
-        """Run ``cycles`` cycles and return every Output on every cycle (uint64 arrays;
-        object arrays of Python ints for Outputs wider than 64 bits)."""
+    def run_trace(self, cycles: int, inputs: dict | None = None, names=None
+                  ) -> dict[str, np.ndarray]:
+        """Run ``cycles`` cycles and return Outputs (all, or those in ``names``) on every
+        cycle (uint64 arrays; object arrays of Python ints for Outputs wider than 64 bits)."""
         outs = self._run(cycles, inputs)
         result = {}
         for name, meta in self._outputs_metadata.items():
+            if names is not None and name not in names:
+                continue
             if meta.length == 1:
                 result[name] = outs[:, meta.start].copy()
             else:

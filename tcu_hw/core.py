@@ -43,6 +43,7 @@ from .blocks.config_registers import ConfigRegisters
 from .blocks.decoder import Decoder, compute_struct, dram_struct
 from .blocks.dram_engine import DramEngine
 from .blocks.local_memory import LocalMemory
+from .blocks.stream import named
 from .isa import ConfigRegister
 
 
@@ -80,8 +81,10 @@ class Core:
         dec = Decoder(arch, d_word)
         self.decoder = dec
 
-        compute_conflict = _conflict(dec.local, de.entries, dram_struct(arch))
-        dram_conflict = _conflict(dec.local, cu.entries, compute_struct(arch))
+        compute_conflict = named(_conflict(dec.local, de.entries, dram_struct(arch)),
+                                 "dec_conflict_with_dram")
+        dram_conflict = named(_conflict(dec.local, cu.entries, compute_struct(arch)),
+                              "dec_conflict_with_compute")
         waits_for_dram = dec.is_configure & (
             (dec.cfg_register == int(ConfigRegister.DRAM0_OFFSET)) |
             (dec.cfg_register == int(ConfigRegister.DRAM0_CACHE)) |
@@ -93,8 +96,11 @@ class Core:
         de.enq_valid <<= d_valid & dec.to_dram & ~dram_conflict
         de.enq_data <<= dec.dram
         retire = dec.drop | (dec.is_configure & (~waits_for_dram | de.idle))
-        dispatch = d_valid & ((dec.to_compute & ~compute_conflict & cu.enq_ready) |
-                              (dec.to_dram & ~dram_conflict & de.enq_ready) | retire)
+        dispatch = named(d_valid & ((dec.to_compute & ~compute_conflict & cu.enq_ready) |
+                                    (dec.to_dram & ~dram_conflict & de.enq_ready) | retire),
+                         "dec_dispatch")
+        named(dec.opcode, "dec_opcode")
+        named(dec.error, "dec_error_now")
         self.instr_ready = WireVector(1, "instr_ready")
         self.instr_ready <<= ~d_valid | dispatch
         take = self.instr_valid & self.instr_ready

@@ -40,12 +40,11 @@ import pyrtl
 from pyrtl import Const, Register, WireVector
 
 from ..arch import Architecture
-from . import lanes
 from .accumulator import Accumulator
 from .decoder import A2L, L2A, LUT, LW, MM, SIMD_CLS, compute_struct, field_widths
 from .local_memory import LocalMemory
 from .simd import SimdArray
-from .stream import RegFifo, Struct
+from .stream import RegFifo, Struct, named
 from .systolic_array import SystolicArray
 
 
@@ -110,10 +109,10 @@ class ComputeUnit:
                 hit = hit | (valid & (tag.unpack(stage_tag).addr == addr))
             return hit
 
-        stall_port = needs_local & t1c[A2L]
-        stall_acc = needs_acc & writes_pending(acc_read_addr)
-        stall_push = cls[LW] & ~array.push_ok_next
-        issue = act_valid & ~(stall_port | stall_acc | stall_push)
+        stall_port = named(needs_local & t1c[A2L], f"{name}_stall_port")
+        stall_acc = named(needs_acc & writes_pending(acc_read_addr), f"{name}_stall_acc")
+        stall_push = named(cls[LW] & ~array.push_ok_next, f"{name}_stall_push")
+        issue = named(act_valid & ~(stall_port | stall_acc | stall_push), f"{name}_issue")
         last = index == act.size
         finishing = issue & last
 

@@ -101,3 +101,11 @@ def fit(wire, width: int) -> WireVector:
     """``wire`` zero-extended or truncated to ``width`` bits (unsigned)."""
     wire = pyrtl.as_wires(wire)
     return wire.zero_extended(width) if wire.bitwidth < width else wire[:width]
+
+
+def named(wire, name: str) -> WireVector:
+    """``wire`` under a readable name (for waveforms and probes)."""
+    wire = pyrtl.as_wires(wire)
+    out = WireVector(wire.bitwidth, name)
+    out <<= wire
+    return out

@@ -202,3 +202,49 @@ def test_speech_program_on_the_core(speech, index):
     result = check(model.arch, load_program(model), images, DramTiming(latency=20))
     assert cached_core(model.arch).read_dram0(0, 2).tolist() == entry["expected_output_raw"]
     assert result.cycles <= 0.6 * TENSIL_SPEECH_CYCLES
+
+
+# ------------------------------------------------------------------------------- throughput
+
+THROUGHPUT_ARCH = Architecture("FP16BP8", 4, 4096, 256, 1024, 256, 1, 4, 4)
+FILL = 4 + 5          # array latency n + decode, queue, issue, read and accumulator stages
+
+
+def _throughput_cases(n):
+    tile = [LoadWeights(0, 0, n)]
+    yield "matmul_runs", tile + [MatMul(100 + 16 * (k % 8), 0, 16 * (k % 8), 0, 15, True)
+                                 for k in range(32)], (n + 1) + 32 * 16
+    yield "single_vector_matmuls", tile + [MatMul(100 + k, 0, k, 0, 0) for k in range(200)], \
+        (n + 1) + 200
+    yield "tile_switches", [i for k in range(60) for i in (LoadWeights((k % 4) * (n + 1), 0, n),
+                                                           MatMul(100 + k, 0, k, 0, 0))], 60 * (n + 2)
+    yield "simd_runs", [SIMD(SimdOp.ZERO, 0, 0, 1)] + [
+        SIMD(SimdOp.MAX, 0, 1, 0, read_address=k, write_address=128 + k, read=True, write=True)
+        for k in range(120)], 121
+    yield "simd_accumulate", [SIMD(SimdOp.MULTIPLY, 0, 1, 0, read_address=k, write_address=200,
+                                   read=True, write=True, accumulate=True)
+                              for k in range(100)], 100
+
+
+@pytest.mark.parametrize("name, program, ideal", list(_throughput_cases(4)),
+                         ids=[c[0] for c in _throughput_cases(4)])
+def test_one_vector_per_cycle_without_bubbles(name, program, ideal):
+    arch = THROUGHPUT_ARCH
+    rng = np.random.default_rng(1)
+    images = Images(local={0: rng.integers(-300, 300, (1024, 4))},
+                    dram0={0: rng.integers(-300, 300, (2048, 4))})
+    result = check(arch, program, images, DramTiming(latency=20))
+    assert result.cycles == ideal + FILL
+
+
+def test_dram_load_overlaps_independent_compute():
+    arch = THROUGHPUT_ARCH
+    n = arch.array_size
+    compute = [LoadWeights(0, 0, n)] + [MatMul(100 + 16 * (k % 8), 0, 16 * (k % 8), 0, 15, True)
+                                         for k in range(32)]
+    load = [DataMove(K.DRAM0_TO_LOCAL, 512, 0, 0, 0, 255)]
+    images = Images(local={0: np.ones((1024, n), np.int64)},
+                    dram0={0: np.full((2048, n), 3, np.int64)})
+    alone = check(arch, compute, images, DramTiming(latency=20)).cycles
+    both = check(arch, load + compute, images, DramTiming(latency=20)).cycles
+    assert both <= alone + 2

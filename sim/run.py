@@ -1,0 +1,153 @@
+"""``python -m sim.run``: run a compiled model on a backend and report outputs and cycles.
+
+    python -m sim.run --backend pyrtl -m MODEL.tmodel -i in.csv[,in2.csv] [-o out.csv]
+                      [--raw] [--stats stats.json] [--vcd waves.vcd --window PC_FROM:PC_TO]
+                      [--latency 20] [--cycles-per-vector 1] [--stall-probability 0]
+                      [--check]
+
+Backends: ``emulator`` (the golden model, no cycles) and ``pyrtl`` (the PyRTL core with DRAM
+models, bit-exact, cycle counts and per-unit busy/stall counters). Inputs and outputs are the
+emulator's CSV form (see ``python -m sim.emulate``). ``--check`` also runs the emulator and
+fails (exit 1) if any output differs. ``--vcd`` writes the waveform of the cycles while the
+program counter is in the window (plus a GTKWave save file next to it that groups signals by
+block).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from tcu_hw.errors import ArtifactError, run_cli
+
+from .model import (check_output_paths, emulate, format_outputs, load_model, read_input_csvs,
+                    write_output_csvs)
+
+BACKENDS = ("emulator", "pyrtl")
+
+
+def _window(text: str) -> tuple[int, int]:
+    try:
+        a, b = (int(v, 0) for v in text.split(":"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected PC_FROM:PC_TO, got {text!r}") from None
+    if a < 0 or b < a:
+        raise argparse.ArgumentTypeError(f"window {text!r} must have 0 <= PC_FROM <= PC_TO")
+    return a, b
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m sim.run", description=__doc__.splitlines()[0])
+    p.add_argument("--backend", choices=BACKENDS, default="pyrtl")
+    p.add_argument("-m", "--model", required=True, metavar="MODEL.tmodel")
+    p.add_argument("-i", "--inputs", required=True, metavar="IN.csv[,IN2.csv]",
+                   help="one CSV per model input, in the manifest's input order")
+    p.add_argument("-o", "--outputs", metavar="OUT.csv[,...]",
+                   help="one CSV per output (default: print to standard output)")
+    p.add_argument("--raw", action="store_true", help="raw fixed-point integers")
+    p.add_argument("--stats", metavar="STATS.json", help="write cycles and counters as JSON")
+    p.add_argument("--vcd", metavar="WAVES.vcd", help="write a waveform (pyrtl backend)")
+    p.add_argument("--window", type=_window, metavar="PC_FROM:PC_TO",
+                   help="program-counter window of the waveform (default: whole program)")
+    p.add_argument("--latency", type=int, default=20, help="DRAM read latency in cycles")
+    p.add_argument("--cycles-per-vector", type=int, default=1,
+                   help="DRAM bandwidth: one vector every N cycles")
+    p.add_argument("--stall-probability", type=float, default=0.0,
+                   help="random DRAM back-pressure per cycle (0..1)")
+    p.add_argument("--check", action="store_true",
+                   help="also run the emulator and fail if any output differs")
+    p.add_argument("-q", "--quiet", action="store_true", help="no summary on standard error")
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    from .pyrtl_backend import DramTiming, PyrtlCore   # imports PyRTL only when needed
+
+    model = load_model(args.model)
+    paths = [Path(p) for p in args.inputs.split(",") if p]
+    outputs = [Path(p) for p in args.outputs.split(",") if p] if args.outputs else []
+    raw_inputs, sats = read_input_csvs(model, paths)
+    check_output_paths(model, outputs, "-o")
+    if (args.vcd or args.window) and args.backend != "pyrtl":
+        raise ArtifactError("--vcd and --window need --backend pyrtl")
+    if not 0 <= args.stall_probability < 1 or args.latency < 0 or args.cycles_per_vector < 1:
+        raise ArtifactError("DRAM timing: --latency >= 0, --cycles-per-vector >= 1, "
+                            "0 <= --stall-probability < 1")
+    stats: dict = {"backend": args.backend, "model": model.name, "input_saturations": sats}
+    start = time.perf_counter()
+    if args.backend == "emulator":
+        result = emulate(model, raw_inputs, raw=True)
+        outs = result.outputs
+        stats.update(result.stats.to_dict())
+        stats["events"] = [str(e) for e in result.events]
+    else:
+        window = args.window or ((0, 1 << 32) if args.vcd else None)
+        core = PyrtlCore(model.arch, probes=bool(args.vcd))
+        built = time.perf_counter()
+        timing = DramTiming(latency=args.latency, cycles_per_vector=args.cycles_per_vector,
+                            stall_probability=args.stall_probability)
+        outs, res = core.run_model(model, raw_inputs, timing, window=window)
+        stats.update(cycles=res.cycles, counters=res.counters, error=res.error,
+                     error_pc=res.error_pc, pc=res.pc, build_seconds=built - start,
+                     dram_latency=args.latency, cycles_per_vector=args.cycles_per_vector,
+                     stall_probability=args.stall_probability)
+        if args.vcd:
+            from .waves import write_waves
+            first, signals = core.trace
+            gtkw = write_waves(args.vcd, first, signals)
+            stats["vcd"] = {"file": args.vcd, "gtkw": str(gtkw), "first_cycle": first,
+                            "cycles": max((len(v) for _, v in signals.values()), default=0),
+                            "signals": len(signals)}
+    stats["seconds"] = time.perf_counter() - start
+
+    status = 0
+    if args.check:
+        golden = emulate(model, raw_inputs, raw=True).outputs
+        bad = [name for name in model.output_names
+               if not np.array_equal(golden[name], outs[name])]
+        stats["bit_exact_vs_emulator"] = not bad
+        if bad:
+            status = 1
+            print(f"MISMATCH: outputs {', '.join(bad)} differ from the emulator",
+                  file=sys.stderr)
+    write_output_csvs(model, outs, outputs, args.raw)
+    if not outputs:
+        sys.stdout.write(format_outputs(model, outs, 1, args.raw))
+    if args.stats:
+        Path(args.stats).write_text(json.dumps(stats, indent=2, default=int) + "\n")
+    if not args.quiet:
+        err = sys.stderr
+        print(f"RUN SUMMARY ({args.backend})", file=err)
+        print(f"  model:          {model.name}", file=err)
+        if "cycles" in stats:
+            c = stats["counters"]
+            print(f"  cycles:         {stats['cycles']:,}", file=err)
+            print(f"  compute:        {c['compute_issue']:,} issuing, {c['compute_stall']:,} "
+                  f"stalled; MatMul vectors {c['matmul_vectors']:,}", file=err)
+            print(f"  DRAM engine:    {c['dram_busy']:,} moving, {c['dram_stall']:,} stalled; "
+                  f"hazard waits {c['hazard_stall']:,}", file=err)
+            print(f"  error flag:     {stats['error']}"
+                  + (f" (first at pc {stats['error_pc']})" if stats["error"] else ""), file=err)
+        else:
+            print(f"  instructions:   {stats['instructions']:,}", file=err)
+        if "vcd" in stats:
+            v = stats["vcd"]
+            print(f"  waveform:       {v['file']} ({v['signals']} signals, {v['cycles']:,} "
+                  f"cycles from {v['first_cycle']:,}); open with gtkwave {v['gtkw']}", file=err)
+        if args.check:
+            print(f"  bit-exact vs emulator: {stats['bit_exact_vs_emulator']}", file=err)
+        print(f"  wall time (s):  {stats['seconds']:.2f}", file=err)
+    return status
+
+
+def main(argv=None) -> int:
+    return run_cli(build_parser(), run, argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
