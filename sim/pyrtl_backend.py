@@ -117,6 +117,17 @@ class PyrtlCore:
                 model.attach(port)
                 self.drams.append(model)
             done = ~more & core.idle & self.drams[0].idle & self.drams[1].idle
+            if core.sampler is not None:
+                # keep every sample (the consumer is always ready) in a ring of 4096 words
+                core.sample_tready <<= 1
+                samples = pyrtl.MemBlock(65, 12, "tb_samples")
+                taken = pyrtl.Register(32, "tb_sample_count")
+                taken.next <<= taken + (core.sample_tvalid & ~done)
+                samples[taken[:12]] <<= pyrtl.MemBlock.EnabledWrite(
+                    pyrtl.concat(core.sample_tlast, core.sample_tdata),
+                    core.sample_tvalid & ~done)
+                count_out = pyrtl.Output(32, "samples")
+                count_out <<= taken
             st = core.status
             events = {"cycles": ~done, "dispatched": st.dispatch,
                       "compute_issue": st.compute_issue, "compute_stall": st.compute_stall,
@@ -165,6 +176,12 @@ class PyrtlCore:
         view = self.sim.memory(mem)
         return lanes.unpack(view[base:base + count], self.arch.array_size,
                             self.arch.dtype.width)
+
+    def samples(self, count: int) -> list[tuple[int, int]]:
+        """The last min(count, 4096) sampler words as (tlast, word), oldest first."""
+        view = self.sim.memory("tb_samples")
+        count = min(count, 4096)
+        return [(int(v[1]) & 1, int(v[0])) for v in view[:count]]     # 65-bit entries
 
     def read_dram0(self, base: int, count: int) -> np.ndarray:
         return self._read_vectors("tb_dram0_mem", base, count)
@@ -225,7 +242,7 @@ class PyrtlCore:
         out = self._trace_run(budget, count, window) if window else self._run(budget, count)
         counters = {name: out[f"count_{name}"] for name in COUNTERS}
         counters.update({k: out[k] for k in ("dram0_reads", "dram0_writes", "dram1_reads",
-                                             "dram1_writes")})
+                                             "dram1_writes", "samples") if k in out})
         return RunResult(counters["cycles"], counters, bool(out["error"]), out["error_pc"],
                          out["pc"])
 

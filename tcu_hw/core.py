@@ -27,7 +27,9 @@ Ports (WireVectors on the object; inputs are driven with ``<<=``):
   ``rdata*``, ``wdata*``);
 - outputs ``idle`` (nothing in flight), ``error`` (sticky), ``error_pc`` (PC of the first
   error), ``pc``, ``timeout``, ``tracepoint``, the configuration registers (``cfg``), and
-  status wires for counters and the sampler (``status``).
+  status wires for counters and the sampler (``status``);
+- with ``options.sample_block_size > 0``: the sampler stream ``sample_tvalid``,
+  ``sample_tdata`` (64), ``sample_tlast`` and the input ``sample_tready``.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from .blocks.config_registers import ConfigRegisters
 from .blocks.decoder import Decoder, compute_struct, dram_struct
 from .blocks.dram_engine import DramEngine
 from .blocks.local_memory import LocalMemory
+from .blocks.sampler import Sampler
 from .blocks.stream import named
 from .isa import ConfigRegister
 
@@ -139,3 +142,13 @@ class Core:
                    (self.dram0.req_valid, self.dram0.req_ready),
                    (de.port_b_valid, de.port_b_ready), (cu.issue | cu.stall, cu.issue),
                    (self.instr_valid, self.instr_ready)])
+
+        self.sampler = None
+        if options.sample_block_size:
+            sampler = self.sampler = Sampler(options.sample_block_size, name="sample")
+            sampler.interval <<= cfg.sample_interval
+            sampler.pc <<= cfg.pc
+            sampler.pairs <<= pyrtl.concat_list([b for pair in self.status.pairs for b in pair])
+            self.sample_tready = sampler.tready
+            self.sample_tvalid, self.sample_tdata = sampler.tvalid, sampler.tdata
+            self.sample_tlast = sampler.tlast

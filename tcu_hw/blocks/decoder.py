@@ -66,6 +66,7 @@ def address_run(base: WireVector, stride: WireVector, size: WireVector, bits: in
                 ) -> SimpleNamespace:
     """Hardware :func:`tcu_hw.isa.address_run`: ``lo``, ``hi``, ``highest`` (``bits`` wide),
     ``wraps`` and ``first`` (the run's start, base mod 2^bits) / ``last`` (its end address)."""
+    base, stride, size = (pyrtl.as_wires(w) for w in (base, stride, size))
     b = base[:bits] if base.bitwidth >= bits else base.zero_extended(bits)
     amount_bits = max(clog2(bits), 1)
     small = stride < bits
