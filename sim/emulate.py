@@ -28,11 +28,7 @@ from tcu_hw.errors import ArtifactError, run_cli
 
 from .emulator import Emulator
 from .model import (check_output_paths, format_outputs, gather, load_model, load_program, place,
-                    prepare, read_input_csvs, write_output_csvs)
-
-
-def _files(text: str | None) -> list[Path]:
-    return [Path(p) for p in text.split(",") if p] if text else []
+                    prepare, read_input_csvs, split_paths, write_output_csvs)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -66,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     runs = args.number_of_runs
     if runs < 1:
         raise ArtifactError(f"--number-of-runs must be at least 1, got {runs}")
-    inputs, outputs, compare = _files(args.inputs), _files(args.outputs), _files(args.compare)
+    inputs, outputs, compare = (split_paths(a) for a in (args.inputs, args.outputs, args.compare))
     names, out_names = model.input_names, model.output_names
     raw_inputs, in_sats = read_input_csvs(model, inputs, runs)
     check_output_paths(model, outputs, "-o")

@@ -160,6 +160,12 @@ def emulate(model, inputs: Mapping[str, object], raw: bool = False,
 
 # ------------------------------------------------------------------- CSV files (CLIs)
 
+def split_paths(text: str | None) -> list:
+    """``a.csv,b.csv`` → [Path('a.csv'), Path('b.csv')] (Tensil's comma-separated lists)."""
+    from pathlib import Path
+    return [Path(p) for p in text.split(",") if p] if text else []
+
+
 def read_input_csvs(model: TModel, paths, runs: int = 1) -> tuple[dict, int]:
     """One CSV per model input (manifest order) → ({name: raw (runs·vectors, n)}, saturations).
     Each CSV holds ``runs`` inputs one after another, one vector per line."""

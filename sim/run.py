@@ -26,7 +26,7 @@ import numpy as np
 from tcu_hw.errors import ArtifactError, run_cli
 
 from .model import (check_output_paths, emulate, format_outputs, load_model, read_input_csvs,
-                    write_output_csvs)
+                    split_paths, write_output_csvs)
 
 BACKENDS = ("emulator", "pyrtl")
 
@@ -69,9 +69,8 @@ def run(args: argparse.Namespace) -> int:
     from .pyrtl_backend import DramTiming, PyrtlCore   # imports PyRTL only when needed
 
     model = load_model(args.model)
-    paths = [Path(p) for p in args.inputs.split(",") if p]
-    outputs = [Path(p) for p in args.outputs.split(",") if p] if args.outputs else []
-    raw_inputs, sats = read_input_csvs(model, paths)
+    outputs = split_paths(args.outputs)
+    raw_inputs, sats = read_input_csvs(model, split_paths(args.inputs))
     check_output_paths(model, outputs, "-o")
     if (args.vcd or args.window) and args.backend != "pyrtl":
         raise ArtifactError("--vcd and --window need --backend pyrtl")

@@ -10,11 +10,10 @@ import pytest
 from sim.run import main
 from tcu_hw.artifacts import read_csv
 
-from .test_emulate_cli import xor_model  # noqa: F401  (fixture)
 
 
 @pytest.mark.parametrize("backend", ["emulator", "pyrtl"])
-def test_backends_give_the_expected_outputs(xor_model, tmp_path, backend):  # noqa: F811
+def test_backends_give_the_expected_outputs(xor_model, tmp_path, backend):
     tmodel, inp, expected = xor_model
     out, stats = tmp_path / "o.csv", tmp_path / "s.json"
     assert main(["--backend", backend, "-m", str(tmodel), "-i", str(inp), "-o", str(out),
@@ -29,7 +28,7 @@ def test_backends_give_the_expected_outputs(xor_model, tmp_path, backend):  # no
         assert d["instructions"] == 17
 
 
-def test_waveform_window(xor_model, tmp_path, capsys):  # noqa: F811
+def test_waveform_window(xor_model, tmp_path, capsys):
     tmodel, inp, _ = xor_model
     vcd = tmp_path / "w.vcd"
     assert main(["-m", str(tmodel), "-i", str(inp), "--vcd", str(vcd), "--window", "3:5",
@@ -46,14 +45,14 @@ def test_waveform_window(xor_model, tmp_path, capsys):  # noqa: F811
     (["--backend", "emulator", "--vcd", "w.vcd"], "--vcd and --window need --backend pyrtl"),
     (["--stall-probability", "1.5"], "DRAM timing"),
 ])
-def test_bad_options(xor_model, capsys, argv, message):  # noqa: F811
+def test_bad_options(xor_model, capsys, argv, message):
     tmodel, inp, _ = xor_model
     assert main(["-m", str(tmodel), "-i", str(inp)] + argv) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and message in err
 
 
-def test_bad_window_is_a_usage_error(xor_model):  # noqa: F811
+def test_bad_window_is_a_usage_error(xor_model):
     tmodel, inp, _ = xor_model
     with pytest.raises(SystemExit) as e:
         main(["-m", str(tmodel), "-i", str(inp), "--window", "9:2"])

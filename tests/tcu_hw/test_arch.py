@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from tcu_hw import numeric
-from tcu_hw.arch import (EXTENSION_KEYS, PRESET_DIR, PRESETS, RANGES, TARCH_KEYS, Architecture,
+from tcu_hw.arch import (PRESET_DIR, PRESETS, RANGES, TARCH_KEYS, Architecture,
                          Options, arch_stem, load_arch, preset, resolve_arch)
 from tcu_hw.errors import ArchitectureError, OptionsError, TcuError
 
