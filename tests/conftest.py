@@ -33,3 +33,9 @@ def encodings():
 @pytest.fixture(scope="session")
 def speech_dir() -> Path:
     return shared_path("conformance", "speech_robot")
+
+
+#: Tests that compile PyRTL designs to C (sim.pyrtl_sim.ArraySimulation) need gcc.
+requires_gcc = pytest.mark.skipif(
+    __import__("shutil").which("gcc") is None,
+    reason="needs gcc for PyRTL's compiled simulation: install it (apt install gcc)")

@@ -22,8 +22,10 @@ from tcu_hw.arch import Architecture
 from tcu_hw.isa import (SIMD, Configure, ConfigRegister, DataMove, DataMoveKind as K, Illegal,
                         LoadLUT, LoadWeights, MatMul, NoOp, SimdOp, flush_probe)
 
-from ..conftest import load_json, shared_path
+from ..conftest import load_json, shared_path, requires_gcc
 from .programs import make_images, programs
+
+pytestmark = requires_gcc
 
 ARCHS = {
     "n2_fp16": Architecture("FP16BP8", 2, 128, 64, 64, 32, 2, 4, 4),

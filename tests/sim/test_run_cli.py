@@ -10,6 +10,10 @@ import pytest
 from sim.run import main
 from tcu_hw.artifacts import read_csv
 
+from ..conftest import requires_gcc
+
+pytestmark = requires_gcc
+
 
 
 @pytest.mark.parametrize("backend", ["emulator", "pyrtl"])

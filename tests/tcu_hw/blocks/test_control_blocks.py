@@ -19,6 +19,10 @@ from tcu_hw.isa import address_run as reference_run
 
 from .harness import run_vectors
 
+from ...conftest import requires_gcc
+
+pytestmark = requires_gcc
+
 
 @pytest.mark.parametrize("bits", [1, 3, 6, 7])
 def test_decoder_address_run_matches_the_contract(bits):

@@ -13,6 +13,10 @@ from tcu_hw.numeric import FP8BP4, FP16BP8, FP18BP10, FP32BP16
 
 from .harness import run_vectors
 
+from ...conftest import requires_gcc
+
+pytestmark = requires_gcc
+
 
 def _check_mac(dt, x, y, z):
     got = run_vectors(lambda x, y, z: fixed.mac(x, y, z, dt),

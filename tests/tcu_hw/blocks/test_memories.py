@@ -12,6 +12,10 @@ from tcu_hw.blocks.accumulator import Accumulator
 from tcu_hw.blocks.local_memory import LocalMemory
 from tcu_hw.numeric import FP16BP8
 
+from ...conftest import requires_gcc
+
+pytestmark = requires_gcc
+
 
 def _player(count, fields):
     abits = max(1, (count - 1).bit_length())

@@ -15,6 +15,10 @@ from tcu_hw.blocks import lanes
 from tcu_hw.blocks.simd import SimdArray
 from tcu_hw.isa import SimdOp
 
+from ...conftest import requires_gcc
+
+pytestmark = requires_gcc
+
 BASE = dict(data_type="FP16BP8", array_size=4, dram0_depth=64, dram1_depth=64,
             local_depth=64, accumulator_depth=64, simd_registers_depth=3, stride0_depth=1,
             stride1_depth=1)

@@ -12,6 +12,10 @@ from tcu_hw.blocks import lanes
 from tcu_hw.blocks.systolic_array import SystolicArray
 from tcu_hw.numeric import FP8BP4, FP16BP8, FP18BP10
 
+from ...conftest import requires_gcc
+
+pytestmark = requires_gcc
+
 IDLE, VECTOR, PASS, PUSH = 0, 1, 2, 3
 
 
