@@ -213,3 +213,15 @@ def format_outputs(model: TModel, outputs: dict, runs: int = 1, raw: bool = Fals
             text.append(format_csv(block if raw else numeric.to_float(block, dt), raw))
     return "".join(text)
 
+
+def probe_pattern(arch) -> bytes:
+    """A DRAM image of one vector for the flush probe: valid raw values of the data type
+    (they survive the round trip through local memory) that a program is unlikely to leave
+    at DRAM0[depth-2] by itself."""
+    dt = arch.dtype
+    n = arch.array_size
+    raw = np.array([[(37 * i + 11) % 120 - 61 for i in range(n)]])
+    if dt.is_float:
+        raw = raw.astype(np.float32) + np.float32(0.5)
+    return numeric.encode_vectors(raw, dt)
+

@@ -190,11 +190,11 @@ class PyrtlCore:
         return self._read_vectors("tb_dram1_mem", base, count)
 
     def read_local(self, base: int = 0, count: int | None = None) -> np.ndarray:
-        return self._read_vectors("local_mem", base, self.arch.local_depth - base
+        return self._read_vectors("local_ram_mem", base, self.arch.local_depth - base
                                   if count is None else count)
 
     def read_acc(self, base: int = 0, count: int | None = None) -> np.ndarray:
-        return self._read_vectors("acc_mem", base, self.arch.accumulator_depth - base
+        return self._read_vectors("acc_ram_mem", base, self.arch.accumulator_depth - base
                                   if count is None else count)
 
     # --------------------------------------------------------------------------- runs
@@ -229,7 +229,7 @@ class PyrtlCore:
                     self._write_vectors(f"tb_dram{k}_mem", base, raw)
                 self.sim.memory(f"tb_dram{k}_config")[:4, 0] = timing.words()
             for base, raw in dict(local).items():
-                self._write_vectors("local_mem", base, raw)
+                self._write_vectors("local_ram_mem", base, raw)
             return count
 
         if not self._fresh:

@@ -5,8 +5,10 @@
                       [--latency 20] [--cycles-per-vector 1] [--stall-probability 0]
                       [--check]
 
-Backends: ``emulator`` (the golden model, no cycles) and ``pyrtl`` (the PyRTL core with DRAM
-models, bit-exact, cycle counts and per-unit busy/stall counters). Inputs and outputs are the
+Backends: ``emulator`` (the golden model, no cycles), ``pyrtl`` (the PyRTL core with DRAM
+models, bit-exact, cycle counts and per-unit busy/stall counters) and ``verilator`` (the
+generated Verilog top with AXI4 DRAM models that check the protocol, built with Verilator;
+completion by the flush probe). Inputs and outputs are the
 emulator's CSV form (see ``python -m sim.emulate``). ``--check`` also runs the emulator and
 fails (exit 1) if any output differs. ``--vcd`` writes the waveform of the cycles while the
 program counter is in the window (plus a GTKWave save file next to it that groups signals by
@@ -28,7 +30,7 @@ from tcu_hw.errors import ArtifactError, run_cli
 from .model import (check_output_paths, emulate, format_outputs, load_model, read_input_csvs,
                     split_paths, write_output_csvs)
 
-BACKENDS = ("emulator", "pyrtl")
+BACKENDS = ("emulator", "pyrtl", "verilator")
 
 
 def _window(text: str) -> tuple[int, int]:
@@ -59,6 +61,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="DRAM bandwidth: one vector every N cycles")
     p.add_argument("--stall-probability", type=float, default=0.0,
                    help="random DRAM back-pressure per cycle (0..1)")
+    p.add_argument("--axi-width", type=int, metavar="BITS",
+                   help="AXI data width of the verilator backend (default: 128, 64 or 32, "
+                        "the widest that divides a vector)")
+    p.add_argument("--outstanding", type=int, default=16,
+                   help="verilator backend: bursts the AXI slave accepts per direction")
     p.add_argument("--check", action="store_true",
                    help="also run the emulator and fail if any output differs")
     p.add_argument("-q", "--quiet", action="store_true", help="no summary on standard error")
@@ -84,6 +91,18 @@ def run(args: argparse.Namespace) -> int:
         outs = result.outputs
         stats.update(result.stats.to_dict())
         stats["events"] = [str(e) for e in result.events]
+    elif args.backend == "verilator":
+        from tcu_hw.arch import Options
+        from .verilator_backend import AxiTiming, VerilatorTop, default_axi_width
+        width = args.axi_width or default_axi_width(model.arch)
+        top = VerilatorTop(model.arch, Options(axi_data_width=width), arch_name="model")
+        built = time.perf_counter()
+        timing = AxiTiming(latency=args.latency, outstanding=args.outstanding,
+                           stall_probability=args.stall_probability)
+        outs, res = top.run_model(model, raw_inputs, timing)
+        stats.update(cycles=res.cycles, error=res.error, axi=res.stats,
+                     build_seconds=built - start, axi_data_width=width,
+                     simulated_cycles_per_second=res.cycles / max(res.stats["sim_seconds"], 1e-9))
     else:
         window = args.window or ((0, 1 << 32) if args.vcd else None)
         core = PyrtlCore(model.arch, probes=bool(args.vcd))
@@ -123,7 +142,15 @@ def run(args: argparse.Namespace) -> int:
         err = sys.stderr
         print(f"RUN SUMMARY ({args.backend})", file=err)
         print(f"  model:          {model.name}", file=err)
-        if "cycles" in stats:
+        if "axi" in stats:
+            a = stats["axi"]
+            print(f"  cycles:         {stats['cycles']:,} (AXI {stats['axi_data_width']} bits, "
+                  f"{stats['simulated_cycles_per_second']:,.0f} cycles/s)", file=err)
+            print(f"  DRAM0 bursts:   {a['dram0']['read_bursts']:,} read, "
+                  f"{a['dram0']['write_bursts']:,} write; DRAM1 {a['dram1']['read_bursts']:,} read",
+                  file=err)
+            print(f"  error flag:     {stats['error']}", file=err)
+        elif "cycles" in stats:
             c = stats["counters"]
             print(f"  cycles:         {stats['cycles']:,}", file=err)
             print(f"  compute:        {c['compute_issue']:,} issuing, {c['compute_stall']:,} "

@@ -30,6 +30,9 @@ Ports (WireVectors on the object; inputs are driven with ``<<=``):
   status wires for counters and the sampler (``status``);
 - with ``options.sample_block_size > 0``: the sampler stream ``sample_tvalid``,
   ``sample_tdata`` (64), ``sample_tlast`` and the input ``sample_tready``.
+
+``external_rams``: build the memories as ports to Verilog RAM modules (see
+:mod:`tcu_hw.blocks.ram`), appending their descriptions to this list.
 """
 
 from __future__ import annotations
@@ -62,7 +65,7 @@ def _conflict(new, entries, struct) -> WireVector:
 
 class Core:
     def __init__(self, arch: Architecture, options: Options | None = None,
-                 name: str = "core") -> None:
+                 name: str = "core", external_rams: list | None = None) -> None:
         options = options or Options()
         arch.require_hardware()
         self.arch, self.options = arch, options
@@ -72,8 +75,9 @@ class Core:
         self.instr_valid = WireVector(1, "instr_valid")
         self.instr_data = WireVector(8 * lay.instruction_bytes, "instr_data")
 
-        self.local = local = LocalMemory(arch.local_depth, vec, name="local")
-        self.compute = cu = ComputeUnit(arch, local)
+        self.local = local = LocalMemory(arch.local_depth, vec, name="local",
+                                         external=external_rams)
+        self.compute = cu = ComputeUnit(arch, local, external=external_rams)
         self.dram = de = DramEngine(arch, local)
         self.dram0, self.dram1 = de.ports
         self.cfg = cfg = ConfigRegisters(options.decoder_timeout, name="cfg")
@@ -128,7 +132,7 @@ class Core:
 
         self.error, self.error_pc, self.pc = error, error_pc, cfg.pc
         self.timeout, self.tracepoint = cfg.timeout, cfg.tracepoint_hit
-        self.idle = WireVector(1, "idle")
+        self.idle = WireVector(1, "core_idle")
         self.idle <<= ~d_valid & cu.idle & de.idle
         self.status = SimpleNamespace(
             dispatch=dispatch, decoder_stall=d_valid & ~dispatch,
@@ -145,7 +149,7 @@ class Core:
 
         self.sampler = None
         if options.sample_block_size:
-            sampler = self.sampler = Sampler(options.sample_block_size, name="sample")
+            sampler = self.sampler = Sampler(options.sample_block_size, name="sampler")
             sampler.interval <<= cfg.sample_interval
             sampler.pc <<= cfg.pc
             sampler.pairs <<= pyrtl.concat_list([b for pair in self.status.pairs for b in pair])

@@ -3,17 +3,27 @@
     python -m tcu_hw.gen [-a ARCH] [-d AXI_WIDTH] [-t OUTDIR] [-s]
                          [--sample-block-size N] [--mem-impl bram|uram|regs]
 
-ARCH is a `.tarch` path or a preset name (default ``pynqz1``). Writes ``architecture_params.h``
-into OUTDIR and prints Tensil's RTL SUMMARY (``-s``) and an ARTIFACTS table. The Verilog
-backend (``top_<arch>.v``, manifest, waiver) is not built yet: the command says so, and its
-flags are final.
+ARCH is a `.tarch` path or a preset name (default ``pynqz1``). Writes into OUTDIR:
+
+- ``top_<arch>.v``: the drop-in replacement for Tensil's top (same ports, active-low reset,
+  plus ``error``, ``timeout``, ``tracepoint``, ``idle`` outputs) and its RAM modules;
+- ``architecture_params.h``: the driver's architecture header;
+- ``top_<arch>.json``: manifest (ports with widths and groups, memories, architecture,
+  options, instruction layout);
+- ``top_<arch>.vlt``: the Verilator waiver for ``verilator --lint-only -Wall``.
+
+Everything is built in memory first and written at the end, so a failure leaves no partial
+artifacts. Prints Tensil's RTL SUMMARY (``-s``) and an ARTIFACTS table.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import re
 import sys
+import time
 from pathlib import Path
 
 from .arch import MEM_IMPLS, PRESETS, Architecture, Options, arch_stem, resolve_arch
@@ -86,21 +96,66 @@ def _prepare_dir(path: Path) -> None:
         raise OptionsError(f"{path}: output directory is not writable")
 
 
+def module_stem(spec: str) -> str:
+    """``top_<stem>`` must be a Verilog identifier: other characters become ``_``."""
+    return re.sub(r"[^A-Za-z0-9_]", "_", arch_stem(spec))
+
+
+def manifest(arch: Architecture, options: Options, stem: str, rams: list) -> dict:
+    """The JSON manifest of a generated top."""
+    from . import __version__
+    from .top import EXTRA_OUTPUTS, port_list
+    extra = {name: meaning for name, _, meaning in EXTRA_OUTPUTS}
+    ports = [{"name": name, "direction": d, "width": w, "group": g,
+              **({"meaning": extra[name]} if name in extra else {})}
+             for name, d, w, g in port_list(arch, options)]
+    memories = [{"name": r.name, "kind": {"tdp": "true dual port", "sdp": "simple dual port"}[r.kind],
+                 "depth": r.depth, "width": r.width,
+                 "copies": r.reads if r.kind == "sdp" else 1,
+                 "implementation": options.mem_impl} for r in rams]
+    return {"module": f"top_{stem}", "generator": f"tcu_hw {__version__}",
+            "architecture": arch.to_dict(),
+            "options": {"axi_data_width": options.axi_data_width, "mem_impl": options.mem_impl,
+                        "sample_block_size": options.sample_block_size,
+                        "decoder_timeout": options.decoder_timeout, "reset": "active low"},
+            "layout": arch.layout.as_dict(), "ports": ports, "memories": memories}
+
+
 def generate(args: argparse.Namespace, out=None) -> int:
+    from .verilog import verilog_and_rams, waiver
     out = out or sys.stdout
     arch = resolve_arch(args.arch)
     options = Options(axi_data_width=args.axi_data_width, mem_impl=args.mem_impl,
                       sample_block_size=args.sample_block_size)
     options.check_for(arch)
     target = Path(args.target_dir)
-    _prepare_dir(target)
-    params = target / "architecture_params.h"
-    write_atomic(params, architecture_params_h(arch))
+    stem = module_stem(args.arch)
     if args.summary:
         print(rtl_summary(arch), file=out)
-    print(f"note: the Verilog backend is not built yet; top_{arch_stem(args.arch)}.v is not "
-          f"written (architecture, layout and options were checked)", file=out)
-    print("\n".join([RULE, "ARTIFACTS", RULE, f"Driver parameters: {params}", RULE]), file=out)
+
+    def step(what: str):
+        print(f"  {what} ...", end="", file=sys.stderr, flush=True)
+        return time.perf_counter()
+
+    def done(t0: float) -> None:
+        print(f" {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
+
+    t = step(f"building top_{stem} ({arch.array_size}x{arch.array_size} {arch.data_type}, "
+             f"AXI {options.axi_data_width})")
+    text, rams = verilog_and_rams(arch, options, stem)
+    done(t)
+    files = {f"top_{stem}.v": text,
+             "architecture_params.h": architecture_params_h(arch),
+             f"top_{stem}.json": json.dumps(manifest(arch, options, stem, rams), indent=2) + "\n",
+             f"top_{stem}.vlt": waiver(stem)}
+    _prepare_dir(target)
+    for name, content in files.items():
+        write_atomic(target / name, content)
+    rows = [("Verilog top", f"top_{stem}.v"), ("Driver parameters", "architecture_params.h"),
+            ("Manifest", f"top_{stem}.json"), ("Verilator waiver", f"top_{stem}.vlt")]
+    print("\n".join([RULE, "ARTIFACTS", RULE] +
+                    [f"{label}: {target / name} ({len(files[name].encode()):,} bytes)"
+                     for label, name in rows] + [RULE]), file=out)
     return 0
 
 

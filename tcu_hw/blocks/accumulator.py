@@ -1,22 +1,27 @@
 """Accumulator memory with in-place add (TCU.md §2, §4.1): one write or accumulate per cycle.
 
-``depth`` vectors of n·W bits in one memory with a write port, a read-modify-write read port
-and an external read port; both read ports have registered addresses (block RAM style).
+``depth`` vectors of n·W bits with one write port and two read ports with registered
+addresses (block RAM style; see :mod:`tcu_hw.blocks.ram`): one read serves the
+read-modify-write of accumulates, the other the outside.
 
 Timing::
 
-    cycle p     write request (w_valid, w_addr, w_data, w_accumulate) is registered
-    cycle p+1   old = mem[addr]; new = accumulate ? add(old, data) : data; mem[addr] <= new
+    cycle p     write request (w_valid, w_addr, w_data, w_accumulate) registered;
+                its read-modify-write read is presented
+    cycle p+1   old = mem[addr], or the value written at the end of cycle p when that was the
+                same address (forwarded); new = accumulate ? add(old, data) : data;
+                mem[addr] <= new
     cycle t     r_addr presented;  cycle t+1: r_data = mem[r_addr]
 
-The read in cycle p+1 sees the write committed at the end of cycle p, so back-to-back
-accumulates to the same address each add to the previous result (Tensil can lose the first
-add here). A read presented at cycle t sees every write presented at cycle t-1 or earlier.
-Throughput: one write and one read per cycle, no back-pressure.
+Back-to-back accumulates to the same address each add to the previous result (Tensil can
+lose the first add here). A read presented at cycle t sees every write presented at cycle
+t-2 or earlier; ``pending`` is the write presented at t-1 (still in flight), which a client
+must wait for before reading that address. Throughput: one write and one read per cycle, no
+back-pressure.
 
 Ports (``name_`` prefix): inputs ``w_valid`` (1), ``w_addr`` (A), ``w_data`` (n·W),
 ``w_accumulate`` (1), ``r_addr`` (A); outputs ``r_data`` (n·W), ``busy`` (a write is in its
-second cycle), ``saturated`` (1 when an accumulate clipped a lane this cycle).
+second cycle), ``pending`` = (valid, addr) of that write, ``saturated``.
 """
 
 from __future__ import annotations
@@ -27,10 +32,12 @@ from pyrtl import Register, WireVector
 from ..isa import clog2
 from ..numeric import DataType
 from . import fixed, lanes
+from .ram import Ram
 
 
 class Accumulator:
-    def __init__(self, depth: int, n: int, dt: DataType, name: str = "acc") -> None:
+    def __init__(self, depth: int, n: int, dt: DataType, name: str = "acc",
+                 external: list | None = None) -> None:
         a = max(clog2(depth), 1)
         vec = n * dt.width
         self.w_valid = WireVector(1, f"{name}_w_valid")
@@ -39,7 +46,8 @@ class Accumulator:
         self.w_accumulate = WireVector(1, f"{name}_w_accumulate")
         self.r_addr = WireVector(a, f"{name}_r_addr")
 
-        self.mem = pyrtl.MemBlock(vec, a, f"{name}_mem", max_read_ports=2)
+        ram = Ram(f"{name}_ram", "sdp", vec, depth, reads=2, external=external)
+        self.ram, self.mem = ram, ram.mem
         valid = Register(1, f"{name}_q_valid")
         addr = Register(a, f"{name}_q_addr")
         data = Register(vec, f"{name}_q_data")
@@ -48,13 +56,25 @@ class Accumulator:
         addr.next <<= self.w_addr
         data.next <<= self.w_data
         accumulate.next <<= self.w_accumulate
+        ram.raddr[0] <<= self.w_addr
 
-        old = lanes.split(self.mem[addr], n)
+        # the value written at the end of the previous cycle, forwarded to a same-address RMW
+        last_valid = Register(1, f"{name}_last_valid")
+        last_addr = Register(a, f"{name}_last_addr")
+        last_value = Register(vec, f"{name}_last_value")
+        forward = last_valid & (last_addr == addr)
+        old = lanes.split(pyrtl.select(forward, last_value, ram.rdata[0]), n)
         new = lanes.split(data, n)
         summed = [fixed.add(o, d, dt) for o, d in zip(old, new)]
         value = pyrtl.select(accumulate, lanes.join(summed), data)
-        self.mem[addr] <<= pyrtl.MemBlock.EnabledWrite(value, valid)
+        ram.waddr <<= addr
+        ram.write <<= valid
+        ram.wdata <<= value
+        last_valid.next <<= valid
+        last_addr.next <<= addr
+        last_value.next <<= value
         self.busy = valid
+        self.pending = (valid, addr)
         wide = [(o.sign_extended(dt.width + 1) + d.sign_extended(dt.width + 1))[:dt.width + 1]
                 for o, d in zip(old, new)]
         clipped = pyrtl.Const(0, 1)
@@ -62,6 +82,5 @@ class Accumulator:
             clipped = clipped | (v[-1] != v[-2])
         self.saturated = valid & accumulate & clipped
 
-        raddr = Register(a, f"{name}_r_addr_q")
-        raddr.next <<= self.r_addr
-        self.r_data = self.mem[raddr]
+        ram.raddr[1] <<= self.r_addr
+        self.r_data = ram.rdata[1]

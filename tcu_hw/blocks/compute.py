@@ -60,7 +60,7 @@ def _step(code: WireVector, bits: int) -> WireVector:
 
 class ComputeUnit:
     def __init__(self, arch: Architecture, local: LocalMemory, queue_depth: int = 2,
-                 name: str = "cu") -> None:
+                 name: str = "cu", external: list | None = None) -> None:
         n, dt = arch.array_size, arch.dtype
         w = dt.width
         f = field_widths(arch)
@@ -73,7 +73,7 @@ class ComputeUnit:
         # ---------------------------------------------------------------- blocks
         tag = Struct(accumulate=1, addr=f.A)
         self.array = array = SystolicArray(n, dt, tag_width=tag.width, name="array")
-        self.acc = acc = Accumulator(arch.accumulator_depth, n, dt, name="acc")
+        self.acc = acc = Accumulator(arch.accumulator_depth, n, dt, name="acc", external=external)
         self.simd = simd = SimdArray(arch, name="simd")
 
         # ---------------------------------------------------------------- active instruction
@@ -104,7 +104,8 @@ class ComputeUnit:
 
         # ---------------------------------------------------------------- hazards at t0
         def writes_pending(addr: WireVector) -> WireVector:
-            hit = t1_writes_acc & (t1_oaddr == addr)
+            acc_valid, acc_addr = acc.pending
+            hit = (t1_writes_acc & (t1_oaddr == addr)) | (acc_valid & (acc_addr == addr))
             for valid, stage_tag in array.stages:
                 hit = hit | (valid & (tag.unpack(stage_tag).addr == addr))
             return hit

@@ -162,10 +162,10 @@ class Decoder:
         sop = sub[3 * r:3 * r + lay.simd_op_bits]
         s_read, s_write, s_acc = flags[0], flags[1], flags[2]
         s_noop = sop == int(SimdOp.NOOP)
-        s_defined = sop < (17 if arch.lut_count else 16)
+        s_defined = (sop < 17) if arch.lut_count else Const(1, 1)   # 4-bit op: all defined
         depth = arch.simd_registers_depth
         regs_bad = Const(0, 1)
-        if r:
+        if r and (1 << r) - 1 > depth:                  # a selector can name a missing register
             regs_bad = (left > depth) | (right > depth) | (dest > depth)
         lookup_bad = Const(0, 1)
         if arch.lut_count:

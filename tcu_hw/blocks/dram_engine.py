@@ -40,7 +40,7 @@ from ..isa import clog2
 from .compute import _step
 from .decoder import dram_struct, field_widths
 from .local_memory import LocalMemory
-from .stream import RegFifo, fit
+from .stream import RegFifo, fit, named
 
 
 class DramEngine:
@@ -107,9 +107,9 @@ class DramEngine:
         rg_done = req_fire & (moved == rg_left)
         start = ~rg_active & sel_valid
         rg_active.next <<= start | (rg_active & ~rg_done)
+        advance = named(pyrtl.select(contiguous, fit(moved, f.D), rg_step), f"{name}_rg_advance")
         rg_addr.next <<= pyrtl.select(start, sel.daddr, pyrtl.select(
-            req_fire, (rg_addr + pyrtl.select(contiguous, fit(moved, f.D), rg_step))[:f.D]
-            & mask, rg_addr))
+            req_fire, (rg_addr + advance)[:f.D] & mask, rg_addr))
         rg_left.next <<= pyrtl.select(start, (sel.size.zero_extended(f.size + 1) + 1)[:f.size + 1],
                                       pyrtl.select(req_fire, (rg_left - moved)[:f.size + 1], rg_left))
         rg_step.next <<= pyrtl.select(start, _step(sel.ds, f.D), rg_step)

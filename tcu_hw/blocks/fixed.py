@@ -5,15 +5,15 @@ All functions take and return W-bit two's-complement WireVectors for a fixed-poi
 (TCU.md §2); it is tested exhaustively for FP8BP4 and on edge and random values for the wider
 types against :func:`tcu_hw.numeric.mac`.
 
-``MAC(x, y, z)`` is built without a wide adder for ``z << bp``: the shifted ``z`` has no
-fraction bits, so ``q = (x*y >> bp) + z + r`` where the round-half-even increment ``r`` only
-needs the product's low bits and the parity ``prod[bp] ^ z[0]`` of the sum (a carry-in for
-synthesis)::
+``MAC(x, y, z)`` is built so that synthesis puts everything but the last step in one DSP
+multiply-add: ``p = x*y + (z << bp) + half`` (``half`` is just wiring, because ``z << bp``
+has zero low bits) gives the round-half-up result ``p >> bp``; round half to even then only
+clears bit 0 when the low ``bp`` bits of ``p`` are all zero (an exact tie)::
 
-    x ─┐                 ┌─ prod >> bp ──┐
-       ├─ signed mult ───┤               ├─ + ─ saturate ─▶ W bits
-    y ─┘                 └─ low bits ─ r ┤
-    z ────────────────────────────────── ┘
+    x ─┐
+       ├─ DSP: x*y + {z, half} ──▶ p ── p >> bp ─┬─ bit 0 &= ~tie ─ saturate ─▶ W bits
+    y ─┘                              └ p[bp-1:0] == 0 (tie) ┘
+    z ─┘
 """
 
 from __future__ import annotations
@@ -38,13 +38,13 @@ def saturate(v: WireVector, width: int) -> WireVector:
 def mac(x: WireVector, y: WireVector, z: WireVector, dt: DataType) -> WireVector:
     """``MAC(x, y, z)``: ``x*y + (z << bp)`` rounded half to even at bit bp, saturated."""
     w, bp = dt.width, dt.binary_point
+    x, y, z = (pyrtl.as_wires(v) for v in (x, y, z))
     prod = pyrtl.signed_mult(x, y)                              # 2W bits, exact
-    high = prod[bp:]                                            # prod >> bp (signed)
-    low = prod[:bp - 1] if bp > 1 else None
-    sticky = (low != 0) if low is not None else Const(0, 1)
-    r = prod[bp - 1] & (sticky | (prod[bp] ^ z[0]))
-    k = 2 * w - bp + 1
-    q = (high.sign_extended(k) + z.sign_extended(k) + r)[:k]
+    k = 2 * w + 2
+    addend = pyrtl.concat(z, Const(1 << (bp - 1), bp))         # (z << bp) + half
+    p = (prod.sign_extended(k) + addend.sign_extended(k))[:k]  # round half up at bit bp
+    tie = p[:bp] == 0
+    q = pyrtl.concat(p[bp + 1:], p[bp] & ~tie)                 # ties go to the even side
     return saturate(q, w)
 
 

@@ -61,37 +61,53 @@ class SimdArray:
             return pyrtl.select(c, one, zero)
 
         inputs = lanes.split(self.input, n)
-        results = []
-        for i in range(n):
-            a, b = left[i], right[i]
-            a_true, b_true = a != 0, b != 0
-            neg = (Const(0, w) - a)[:w]
-            table = {
-                SimdOp.NOOP: inputs[i],
-                SimdOp.ZERO: zero,
-                SimdOp.MOVE: a,
-                SimdOp.NOT: flag(~a_true),
-                SimdOp.AND: flag(a_true & b_true),
-                SimdOp.OR: flag(a_true | b_true),
-                SimdOp.INCREMENT: fixed.add(a, one, dt),
-                SimdOp.DECREMENT: fixed.sub(a, one, dt),
-                SimdOp.ADD: fixed.add(a, b, dt),
-                SimdOp.SUBTRACT: fixed.sub(a, b, dt),
-                SimdOp.MULTIPLY: fixed.mul(a, b, dt),
-                SimdOp.ABS: pyrtl.select(a[-1], neg, a),
-                SimdOp.GREATER_THAN: flag(pyrtl.signed_gt(a, b)),
-                SimdOp.GREATER_THAN_EQUAL: flag(pyrtl.signed_ge(a, b)),
-                SimdOp.MIN: pyrtl.select(pyrtl.signed_lt(a, b), a, b),
-                SimdOp.MAX: pyrtl.select(pyrtl.signed_gt(a, b), a, b),
-            }
-            results.append(table)
-
-        # lookup tables (shared by every lane)
-        lookup_values = None
+        op = self.op
+        # one saturating adder and one comparator per lane serve several ops
+        is_sub = (op == SimdOp.SUBTRACT) | (op == SimdOp.DECREMENT) | \
+            ((op == SimdOp.LOOKUP) if nlut else Const(0, 1))
+        use_one = (op == SimdOp.INCREMENT) | (op == SimdOp.DECREMENT)
+        tables = None
         if nlut:
             tables = [[Register(w, f"{name}_lut{t}_{k}") for k in range(dlut)]
                       for t in range(nlut + 1)]
             self.tables = tables
+        results, lookup_values = [], []
+        for i in range(n):
+            a, b = left[i], right[i]
+            a_true, b_true = a != 0, b != 0
+            neg = (Const(0, w) - a)[:w]
+            key, vals = None, None
+            if nlut:
+                # priority encoder: the highest k with key[k] <= a, else 0
+                index = Const(0, max(clog2(dlut), 1))
+                for k in range(1, dlut):
+                    index = pyrtl.select(pyrtl.signed_le(tables[0][k], a),
+                                         Const(k, index.bitwidth), index)
+                key = pyrtl.mux(index, *tables[0], default=zero)
+                vals = [pyrtl.mux(index, *tables[t], default=zero) for t in range(1, nlut + 1)]
+                lookup_values.append(vals)
+            operand = pyrtl.select(use_one, one, b)
+            if nlut:
+                operand = pyrtl.select(op == SimdOp.LOOKUP, key, operand)
+            # a ± operand in one adder: {a, 1} + {operand ^ sub, sub}, then drop bit 0
+            wide = w + 2
+            flip = pyrtl.select(is_sub, Const((1 << wide) - 1, wide), Const(0, wide))
+            lhs = pyrtl.concat(a.sign_extended(wide), Const(1, 1))
+            rhs = pyrtl.concat(operand.sign_extended(wide) ^ flip, is_sub)
+            sum_ = fixed.saturate((lhs + rhs)[1:wide + 1], w)
+            gt = pyrtl.signed_gt(a, b)
+            eq = a == b
+            logic = pyrtl.select(op == SimdOp.NOT, ~a_true,
+                                 pyrtl.select(op == SimdOp.AND, a_true & b_true, a_true | b_true))
+            compare = gt | ((op == SimdOp.GREATER_THAN_EQUAL) & eq)
+            # results by category, so ops that share hardware share one multiplexer input
+            results.append({"input": inputs[i], "zero": zero, "move": a, "flag_logic": flag(logic),
+                            "sum": sum_, "mul": fixed.mul(a, b, dt),
+                            "abs": pyrtl.select(a[-1], neg, a), "flag_cmp": flag(compare),
+                            "minmax": pyrtl.select(gt ^ (op == SimdOp.MIN), a, b)})
+
+        # lookup tables are loaded a vector at a time
+        if nlut:
             vectors = math.ceil(dlut / n)
             self.lut_valid = WireVector(1, f"{name}_lut_valid")
             self.lut_table = WireVector(max(clog2(nlut + 1), 1), f"{name}_lut_table")
@@ -102,21 +118,20 @@ class SimdArray:
                 for k in range(dlut):
                     hit = self.lut_valid & (self.lut_table == t) & (self.lut_index == k // n)
                     tables[t][k].next <<= pyrtl.select(hit, data[k % n], tables[t][k])
-            lookup_values = []
-            for i in range(n):
-                a = left[i]
-                # priority encoder: the highest k with key[k] <= a, else 0
-                index = Const(0, max(clog2(dlut), 1))
-                for k in range(1, dlut):
-                    index = pyrtl.select(pyrtl.signed_le(tables[0][k], a),
-                                         Const(k, index.bitwidth), index)
-                key = pyrtl.mux(index, *tables[0], default=zero)
-                vals = [pyrtl.mux(index, *tables[t], default=zero) for t in range(1, nlut + 1)]
-                results[i][SimdOp.LOOKUP] = fixed.sub(a, key, dt)
-                lookup_values.append(vals)
 
-        ops = 1 << lay.simd_op_bits
-        out = [pyrtl.mux(self.op, *[r.get(k, zero) for k in range(ops)]) for r in results]
+        category = {SimdOp.NOOP: "input", SimdOp.ZERO: "zero", SimdOp.MOVE: "move",
+                    SimdOp.NOT: "flag_logic", SimdOp.AND: "flag_logic", SimdOp.OR: "flag_logic",
+                    SimdOp.INCREMENT: "sum", SimdOp.DECREMENT: "sum", SimdOp.ADD: "sum",
+                    SimdOp.SUBTRACT: "sum", SimdOp.MULTIPLY: "mul", SimdOp.ABS: "abs",
+                    SimdOp.GREATER_THAN: "flag_cmp", SimdOp.GREATER_THAN_EQUAL: "flag_cmp",
+                    SimdOp.MIN: "minmax", SimdOp.MAX: "minmax", SimdOp.LOOKUP: "sum"}
+        names = list(results[0])
+        code = {nm: k for k, nm in enumerate(names)}
+        cbits = max(clog2(len(names)), 1)
+        sel = pyrtl.mux(op, *[Const(code[category[SimdOp(k)]] if k < 16 or (k == 16 and nlut)
+                                    else code["zero"], cbits)
+                              for k in range(1 << lay.simd_op_bits)])
+        out = [pyrtl.mux(sel, *[r[nm] for nm in names], default=zero) for r in results]
         self.out = lanes.join(out)
 
         defined = (self.op != SimdOp.NOOP) & (self.op < (17 if nlut else 16))

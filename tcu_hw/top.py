@@ -1,0 +1,103 @@
+"""The Tensil-compatible top (TCU.md §6): the core behind AXI-Stream and AXI4 ports.
+
+::
+
+    instruction_* (AXI-Stream) ─▶ InstructionStream ─▶ Core ─▶ AxiMaster ─▶ m_axi_dram0_*
+                                                          └──▶ AxiMaster ─▶ m_axi_dram1_*
+                                          Sampler (optional) ─▶ sample_*
+    extra outputs: error, timeout, tracepoint, idle
+
+:func:`port_list` gives the ports in Tensil's order with directions and widths (the
+generator's wrapper and the tests use it); :class:`Top` builds the design in the working
+block with one PyRTL Input/Output per port (``clock`` and the active-low ``reset`` are added
+by the Verilog wrapper, see :mod:`tcu_hw.verilog`).
+"""
+
+from __future__ import annotations
+
+import pyrtl
+
+from .arch import Architecture, Options
+from .blocks.axi import AXI_INPUTS, AXI_PORT_ORDER, AxiMaster, axi_width
+from .blocks.axis import InstructionStream
+from .core import Core
+
+#: Outputs we add to Tensil's ports: (name, width, meaning).
+EXTRA_OUTPUTS = (("error", 1, "sticky error flag (TCU.md §4.8)"),
+                 ("timeout", 1, "the decoder has waited longer than the timeout register"),
+                 ("tracepoint", 1, "the program counter equals the tracepoint register"),
+                 ("idle", 1, "no instruction in flight"))
+
+
+def port_list(arch: Architecture, options: Options, extras: bool = True
+              ) -> list[tuple[str, str, int, str]]:
+    """(name, direction, width, group) of every top-level port, in Tensil's order."""
+    dw = options.axi_data_width
+    ports = [("clock", "input", 1, "clock"), ("reset", "input", 1, "reset"),
+             ("instruction_tdata", "input", dw, "instruction"),
+             ("instruction_tvalid", "input", 1, "instruction"),
+             ("instruction_tready", "output", 1, "instruction"),
+             ("instruction_tlast", "input", 1, "instruction")]
+    for dram in ("dram0", "dram1"):
+        for sig in AXI_PORT_ORDER:
+            direction = "input" if sig in AXI_INPUTS else "output"
+            ports.append((f"m_axi_{dram}_{sig}", direction, axi_width(sig, dw), f"m_axi_{dram}"))
+    if options.sample_block_size:
+        ports += [("sample_tdata", "output", 64, "sample"), ("sample_tvalid", "output", 1, "sample"),
+                  ("sample_tready", "input", 1, "sample"), ("sample_tlast", "output", 1, "sample")]
+    if extras:
+        ports += [(name, "output", width, "status") for name, width, _ in EXTRA_OUTPUTS]
+    return ports
+
+
+class Top:
+    """Build the top in the working block; ``self.core`` is the composed core.
+
+    ``external_rams``: build the memories as ports to Verilog RAM modules (for export)."""
+
+    def __init__(self, arch: Architecture, options: Options,
+                 external_rams: list | None = None) -> None:
+        options.check_for(arch)
+        self.arch, self.options = arch, options
+        self.core = core = Core(arch, options, external_rams=external_rams)
+        io = {}
+        for name, direction, width, _ in port_list(arch, options):
+            if name in ("clock", "reset"):
+                continue
+            io[name] = (pyrtl.Input if direction == "input" else pyrtl.Output)(width, name)
+        self.io = io
+
+        stream = InstructionStream(arch.layout.instruction_bytes, options.axi_data_width,
+                                   name="axis")
+        stream.tdata <<= io["instruction_tdata"]
+        stream.tvalid <<= io["instruction_tvalid"]
+        io["instruction_tready"] <<= stream.tready
+        core.instr_valid <<= stream.out_valid
+        core.instr_data <<= stream.out_data
+        stream.out_ready <<= core.instr_ready
+        # instruction_tlast is not needed (Tensil ignores it too); the lint waiver says so
+
+        self.axi = []
+        cfg = core.cfg
+        for k, (port, offset, cache) in enumerate(((core.dram0, cfg.dram0_offset, cfg.dram0_cache),
+                                                   (core.dram1, cfg.dram1_offset, cfg.dram1_cache))):
+            m = AxiMaster(arch, options, port.req_addr.bitwidth, port.req_len.bitwidth,
+                          name=f"dram{k}")
+            m.attach(port, offset, cache)
+            for sig in AXI_PORT_ORDER:
+                wire, pin = getattr(m.axi, sig), io[f"m_axi_dram{k}_{sig}"]
+                if sig in AXI_INPUTS:
+                    wire <<= pin
+                else:
+                    pin <<= wire
+            self.axi.append(m)
+
+        if core.sampler is not None:
+            core.sample_tready <<= io["sample_tready"]
+            io["sample_tdata"] <<= core.sample_tdata
+            io["sample_tvalid"] <<= core.sample_tvalid
+            io["sample_tlast"] <<= core.sample_tlast
+        io["error"] <<= core.error | self.axi[0].bus_error | self.axi[1].bus_error
+        io["timeout"] <<= core.timeout
+        io["tracepoint"] <<= core.tracepoint
+        io["idle"] <<= core.idle & self.axi[0].idle & self.axi[1].idle
