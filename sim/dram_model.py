@@ -122,14 +122,5 @@ class DramModel:
 
     def attach(self, port) -> None:
         """Connect to a DramEngine port namespace (req_*, rdata*, wdata*)."""
-        self.req_valid <<= port.req_valid
-        self.req_write <<= port.req_write
-        self.req_addr <<= port.req_addr
-        self.req_len <<= port.req_len
-        port.req_ready <<= self.req_ready
-        port.rdata_valid <<= self.rdata_valid
-        port.rdata <<= self.rdata
-        self.rdata_ready <<= port.rdata_ready
-        self.wdata_valid <<= port.wdata_valid
-        self.wdata <<= port.wdata
-        port.wdata_ready <<= self.wdata_ready
+        from tcu_hw.blocks.dram_engine import connect_port
+        connect_port(port, self)

@@ -39,6 +39,7 @@ from pyrtl import Const, Register, WireVector
 from ..arch import Architecture, Options
 from ..isa import clog2
 from . import lanes
+from .dram_engine import connect_port
 from .stream import RegFifo, fit
 
 ID_BITS = 6
@@ -243,16 +244,6 @@ class AxiMaster:
 
     def attach(self, port, offset: WireVector, cache: WireVector) -> None:
         """Connect the core's DRAM port and the configuration registers."""
-        self.req_valid <<= port.req_valid
-        self.req_write <<= port.req_write
-        self.req_addr <<= port.req_addr
-        self.req_len <<= port.req_len
-        port.req_ready <<= self.req_ready
-        port.rdata_valid <<= self.rdata_valid
-        port.rdata <<= self.rdata
-        self.rdata_ready <<= port.rdata_ready
-        self.wdata_valid <<= port.wdata_valid
-        self.wdata <<= port.wdata
-        port.wdata_ready <<= self.wdata_ready
+        connect_port(port, self)
         self.offset <<= offset
         self.cache <<= cache

@@ -43,6 +43,23 @@ from .local_memory import LocalMemory
 from .stream import RegFifo, fit, named
 
 
+#: Signals of a DRAM port driven by the core, and by the memory side.
+PORT_FROM_CORE = ("req_valid", "req_write", "req_addr", "req_len", "rdata_ready",
+                  "wdata_valid", "wdata")
+PORT_TO_CORE = ("req_ready", "rdata_valid", "rdata", "wdata_ready")
+
+
+def connect_port(port, memory) -> None:
+    """Wire a DramEngine port namespace to a memory side (a DRAM model or an AXI master)
+    whose attributes have the same names."""
+    for sig in PORT_FROM_CORE:
+        wire = getattr(memory, sig)
+        wire <<= getattr(port, sig)
+    for sig in PORT_TO_CORE:
+        wire = getattr(port, sig)
+        wire <<= getattr(memory, sig)
+
+
 class DramEngine:
     def __init__(self, arch: Architecture, local: LocalMemory, queue_depth: int = 4,
                  name: str = "dram") -> None:

@@ -18,7 +18,7 @@ from tcu_hw import numeric
 from tcu_hw.arch import Architecture, Options
 
 from ..conftest import load_json, requires_gcc, shared_path
-from .programs import make_images, probe_safe, programs
+from .programs import probe_safe, programs
 
 pytestmark = [requires_gcc, pytest.mark.skipif(
     find_verilator() is None,
