@@ -32,6 +32,11 @@ class ArtifactError(TcuError, ValueError):
     """A `.tmodel`, `.tprog`, `.tdata` or CSV file is missing, malformed or inconsistent."""
 
 
+class CompileError(TcuError, ValueError):
+    """An ONNX model that compiler_lite cannot compile as asked: unreadable, unsupported nodes,
+    a wrong output name or input shape, or a model too large for the architecture's memories."""
+
+
 
 def run_cli(parser, action, argv=None) -> int:
     """Parse ``argv`` with ``parser`` and run ``action(args)``; a :class:`TcuError` becomes one

@@ -1,0 +1,176 @@
+"""The compiler pipeline: ONNX → graph → layers → memory plan → instructions → artifacts.
+
+:func:`compile_model` does everything in memory and returns a :class:`Compiled`; nothing is
+written until :meth:`Compiled.write`, which writes all files atomically (a failure anywhere
+leaves no partial artifacts).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from tcu_hw import numeric
+from tcu_hw.arch import Architecture, arch_stem, resolve_arch
+from tcu_hw.artifacts import (ConstsEntry, ProgEntry, TensorEntry, TModel, model_name)
+from tcu_hw.errors import CompileError
+from tcu_hw.files import write_atomic
+
+from .emit import Emitter, LayerStats
+from .frontend import Graph, load_graph
+from .lower import Lowering
+from .plan import STRATEGIES, MemoryPlan, Planner
+from .registry import check_graph
+
+RESIZE_MODES = ("onnx", "tensil")
+
+
+@dataclass
+class IOTensor:
+    """Where a model input or output sits in DRAM0 and how its elements map to vectors."""
+
+    name: str
+    shape: tuple
+    order: tuple            # ONNX axes outer → inner; the last one is in the lanes
+    base: int
+    vectors: int
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "shape": list(self.shape), "order": list(self.order),
+                "base": self.base, "size": self.vectors}
+
+    def to_vectors(self, values: np.ndarray, n: int) -> np.ndarray:
+        """Model-layout array → (vectors, n) in vector layout (padding lanes zero)."""
+        a = np.asarray(values)
+        if tuple(a.shape) != tuple(self.shape):
+            raise CompileError(f"tensor '{self.name}': shape {list(a.shape)}, expected "
+                               f"{list(self.shape)}")
+        t = np.transpose(a, self.order)
+        inner = t.shape[-1] if t.ndim else 1
+        rows = t.reshape(-1, inner)
+        per = -(-inner // n)
+        out = np.zeros((rows.shape[0], per * n), dtype=rows.dtype)
+        out[:, :inner] = rows
+        return out.reshape(-1, n)
+
+    def from_vectors(self, vecs: np.ndarray, n: int) -> np.ndarray:
+        """(vectors, n) → model-layout array."""
+        tshape = [self.shape[a] for a in self.order]
+        inner = tshape[-1] if tshape else 1
+        per = -(-inner // n)
+        rows = np.asarray(vecs).reshape(-1, per * n)[:, :inner]
+        t = rows.reshape(tshape)
+        return np.transpose(t, np.argsort(self.order))
+
+
+@dataclass
+class Compiled:
+    """A compiled model, in memory."""
+
+    name: str
+    arch: Architecture
+    graph: Graph
+    program: list
+    consts: np.ndarray                      # raw vectors of the constants image
+    inputs: list[IOTensor]
+    outputs: list[IOTensor]
+    strategy: str
+    layers: list[LayerStats]
+    plan: MemoryPlan
+    seconds: float
+    notes: list[str] = field(default_factory=list)
+    resize_mode: str = "onnx"
+
+    @property
+    def consts_to_local(self) -> bool:
+        return self.plan.consts_to_local
+
+    def tmodel(self, directory: Path = Path(".")) -> TModel:
+        prog_bytes = len(self.program) * self.arch.layout.instruction_bytes
+        consts = (ConstsEntry(f"{self.name}.tdata", 0, len(self.consts)),) \
+            if len(self.consts) else ()
+        return TModel(self.name, ProgEntry(f"{self.name}.tprog", prog_bytes), consts,
+                      tuple(TensorEntry(t.name, t.base, t.vectors) for t in self.inputs),
+                      tuple(TensorEntry(t.name, t.base, t.vectors) for t in self.outputs),
+                      self.arch, self.consts_to_local, directory)
+
+    def program_bytes(self) -> bytes:
+        return self.arch.layout.encode_program(self.program)
+
+    def consts_bytes(self) -> bytes:
+        return numeric.encode_vectors(self.consts, self.arch.dtype)
+
+    def io_layout(self) -> dict:
+        return {"array_size": self.arch.array_size, "data_type": self.arch.data_type,
+                "inputs": [t.to_dict() for t in self.inputs],
+                "outputs": [t.to_dict() for t in self.outputs]}
+
+    def files(self, asm: bool = False) -> dict[str, bytes]:
+        """File name → contents of every artifact."""
+        out = {f"{self.name}.tprog": self.program_bytes(),
+               f"{self.name}.tmodel": (self.tmodel().to_json() + "\n").encode(),
+               f"{self.name}.tio.json": (json.dumps(self.io_layout(), indent=1) + "\n").encode()}
+        if len(self.consts):
+            out[f"{self.name}.tdata"] = self.consts_bytes()
+        if asm:
+            from tcu_hw.asm import listing
+            out[f"{self.name}.tasm"] = ("\n".join(listing(self.program, self.arch.layout))
+                                        + "\n").encode()
+        return out
+
+    def write(self, target: Path, asm: bool = False) -> list[Path]:
+        """Write the artifacts into ``target`` (created if needed); returns their paths."""
+        target = Path(target)
+        try:
+            target.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise CompileError(f"{target}: cannot create the target directory: "
+                               f"{e.strerror}") from None
+        files = self.files(asm)
+        paths = []
+        for name, data in files.items():
+            write_atomic(target / name, data)
+            paths.append(target / name)
+        return paths
+
+
+def compile_model(model, arch, outputs=None, input_shapes=None, strategy: str = "local-vars",
+                  resize_mode: str = "onnx", model_file: str | None = None,
+                  progress=None) -> Compiled:
+    """Compile an ONNX model (path or ModelProto) for an architecture (path, preset name or
+    :class:`Architecture`)."""
+    t0 = time.perf_counter()
+    if strategy not in STRATEGIES:
+        raise CompileError(f"strategy {strategy!r} is unknown; allowed: {', '.join(STRATEGIES)}")
+    if resize_mode not in RESIZE_MODES:
+        raise CompileError(f"resize mode {resize_mode!r} is unknown; allowed: "
+                           + ", ".join(RESIZE_MODES))
+    spec = arch
+    arch = arch if isinstance(arch, Architecture) else resolve_arch(arch)
+    file_name = model_file or (str(model) if isinstance(model, (str, Path)) else "model.onnx")
+    g = load_graph(model, input_shapes, outputs, source=file_name)
+    check_graph(g, arch)
+    low = Lowering(g, arch, resize_mode)
+    low.run()
+    planner = Planner(arch, low.space, low.layers, strategy, source=file_name)
+    plan = planner.place()
+    em = Emitter(arch, low.space, low.layers, plan, source=file_name)
+    program = em.emit()
+    name = model_name(file_name, spec if not isinstance(spec, Architecture) else "arch")
+    ios_in = [_io(low, b) for b in low.space.buffers if b.role == "input"]
+    ios_out = []
+    for out in g.outputs:
+        b = next(b for b in low.space.buffers if getattr(b, "output_name", None) == out)
+        ios_out.append(_io(low, b, out))
+    return Compiled(name, arch, g, program, plan.image, ios_in, ios_out, strategy, em.stats,
+                    plan, time.perf_counter() - t0, g.notes + low.notes, resize_mode)
+
+
+def _io(low: Lowering, b, name: str | None = None) -> IOTensor:
+    name = name or b.name
+    shape = low.g.shape(name)
+    return IOTensor(name, tuple(shape), tuple(b.order), b.home[1], b.vectors)

@@ -1,0 +1,86 @@
+"""Golden vectors: run a compiled model on the bit-accurate emulator.
+
+Inputs are ordinary arrays in the model's own layout (e.g. NCHW float32), keyed by input
+name; they are converted to vector layout and fixed point here, and the outputs come back in
+the model's layout, both raw (fixed point integers, as the hardware writes them) and as
+floats.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping
+
+import numpy as np
+
+from tcu_hw import numeric
+from tcu_hw.errors import CompileError
+
+from .compile import Compiled
+
+
+@dataclass
+class GoldenRun:
+    outputs: dict[str, np.ndarray]          # float, model layout
+    raw: dict[str, np.ndarray]              # raw vectors (vectors, n) as in DRAM0
+    input_saturations: int
+    stats: object
+    events: list
+
+
+def run_emulator(c: Compiled, inputs: Mapping[str, np.ndarray], strict: bool = True
+                 ) -> GoldenRun:
+    """Run ``c`` on :class:`sim.emulator.Emulator` with ``inputs`` (model layout, float)."""
+    from sim.emulator import Emulator
+    n = c.arch.array_size
+    dt = c.arch.dtype
+    names = [t.name for t in c.inputs]
+    missing = [k for k in names if k not in inputs]
+    extra = [k for k in inputs if k not in names]
+    if missing or extra:
+        raise CompileError(f"golden inputs: expected {names}"
+                           + (f", missing {missing}" if missing else "")
+                           + (f", unknown {extra}" if extra else ""))
+    emu = Emulator(c.arch, strict=strict)
+    if len(c.consts):
+        (emu.write_local if c.consts_to_local else emu.write_dram1)(0, c.consts)
+    sats = 0
+    for t in c.inputs:
+        vec = t.to_vectors(np.asarray(inputs[t.name], dtype=np.float64), n)
+        raw, s = numeric.to_fixed(vec, dt)
+        sats += s
+        emu.write_dram0(t.base, raw)
+    emu.run(c.program)
+    raw_out, outs = {}, {}
+    for t in c.outputs:
+        r = emu.read_dram0(t.base, t.vectors)
+        raw_out[t.name] = r
+        outs[t.name] = t.from_vectors(numeric.to_float(r, dt), n)
+    return GoldenRun(outs, raw_out, sats, emu.stats, emu.events)
+
+
+def read_inputs(path) -> dict[str, np.ndarray]:
+    """An ``.npz`` of input arrays keyed by input name."""
+    path = Path(path)
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            return {k: z[k] for k in z.files}
+    except (OSError, ValueError) as e:
+        raise CompileError(f"{path}: cannot read golden inputs (.npz of arrays keyed by "
+                           f"input name): {e}") from None
+
+
+def golden_npz(c: Compiled, run: GoldenRun, inputs: Mapping[str, np.ndarray]) -> bytes:
+    """The golden file: per output ``NAME`` (float, model layout) and ``NAME.raw`` (raw
+    vectors as in DRAM0); per input ``input:NAME`` as given."""
+    import io
+    buf = io.BytesIO()
+    arrays = {}
+    for name, v in run.outputs.items():
+        arrays[name] = v.astype(np.float32)
+        arrays[f"{name}.raw"] = run.raw[name]
+    for name, v in inputs.items():
+        arrays[f"input:{name}"] = np.asarray(v)
+    np.savez(buf, **arrays)
+    return buf.getvalue()

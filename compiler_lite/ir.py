@@ -1,0 +1,319 @@
+"""The compiler's view of data: buffers of vectors and tensors as index maps into them.
+
+Every activation lives in a :class:`Buffer`: a run of vectors the planner later places in
+DRAM0 or local memory. Buffers share one *virtual vector space* so that a vector anywhere is
+one integer (``buffer.start + i``). A :class:`Tensor` is a view: ``idx`` has the tensor's
+ONNX shape and holds, for every element, its virtual scalar address ``vector·n + lane``.
+Reshape, Transpose, Squeeze, Slice, Split and Concat only rearrange ``idx`` (no
+instructions); consumers read the structure they need from it (which vectors hold a pixel's
+channels, and in which lanes) and fold any lane order into their weights.
+
+Spatial buffers use a *frame* (:class:`Frame`): images stacked along the outer spatial axis,
+each row padded to a pitch ``P`` with zero columns and separated by ``M`` zero rows, so that
+a convolution's padding reads real zero vectors and every kernel tap is one strided run.
+
+::
+
+    frame of one image, P = W + 1, M = 1, Cb vectors per pixel (· = zero vectors)
+
+        · · · · · · · · ·      margin row (zero)
+        x x x x x x x x ·      row 0: W pixels, then P - W zero columns
+        x x x x x x x x ·      row 1  (column -1 of row 1 is the zero column of row 0)
+        ...
+        · · · · · · · · ·      margin row, shared with the next image
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def next_pow2(x: int) -> int:
+    return 1 << max(0, (int(x) - 1).bit_length())
+
+
+@dataclass(eq=False)
+class Buffer:
+    """A run of ``vectors`` vectors holding (part of) one or more tensors.
+
+    ``zero``: vectors the producer must leave zero (frame margins that consumers read as
+    padding), or None. ``row``: vectors per row, the unit the planner partitions by.
+    ``dirty_lanes``: lanes that may hold non-zero values outside the tensor (e.g. after an
+    op with f(0) ≠ 0); clean lanes let a weight tile skip its zero rows. ``home``: where the
+    planner put it: ("dram0"|"dram1"|"local", vector address).
+    """
+
+    name: str
+    vectors: int
+    start: int
+    row: int = 1
+    zero: np.ndarray | None = None
+    frame: "Frame | None" = None
+    dirty: bool = False
+    home: tuple | None = None
+    role: str = "temp"                  # input | output | temp | const
+    data: np.ndarray | None = None      # constant buffers: float values (vectors, n)
+    elements: int = 0                   # logical elements its producer writes
+    extent: np.ndarray | None = None    # per vector: 1 + highest lane holding an element
+
+    def set_extent(self, idx: np.ndarray, n: int) -> None:
+        """Record which lanes of each vector hold elements of ``idx`` (virtual scalar
+        addresses into this buffer); other lanes stay zero unless the buffer is dirty."""
+        ext = np.zeros(self.vectors, dtype=np.int64)
+        v, lane = np.divmod(np.asarray(idx).reshape(-1) - self.start * n, n)
+        np.maximum.at(ext, v, lane + 1)
+        self.extent = ext
+
+    @property
+    def stop(self) -> int:
+        return self.start + self.vectors
+
+    def __repr__(self) -> str:
+        return f"Buffer({self.name!r}, {self.vectors} vectors @{self.start})"
+
+
+class Space:
+    """The virtual vector space: allocates buffers and finds the owner of a vector."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.buffers: list[Buffer] = []
+        self._next = 0
+
+    def new(self, name: str, vectors: int, **kw) -> Buffer:
+        b = Buffer(name, int(vectors), self._next, **kw)
+        self._next += max(1, int(vectors))
+        self.buffers.append(b)
+        return b
+
+    def owner(self, vec) -> np.ndarray:
+        """Index into :attr:`buffers` of the buffer holding each virtual vector."""
+        starts = np.fromiter((b.start for b in self.buffers), dtype=np.int64,
+                             count=len(self.buffers))
+        return np.searchsorted(starts, np.asarray(vec), side="right") - 1
+
+
+@dataclass(eq=False)
+class Tensor:
+    """A view: ``idx[element] = virtual vector · n + lane`` for every element of the shape."""
+
+    idx: np.ndarray
+    name: str = ""
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.idx.shape)
+
+    def vectors(self, n: int) -> np.ndarray:
+        return np.unique(self.idx // n)
+
+
+# ------------------------------------------------------------------------------ layouts
+
+def io_order(rank: int) -> tuple[int, ...]:
+    """Axis order (outer → inner, the last in lanes) of a model input or output: channels-last
+    for rank ≥ 3 (NCHW → NHWC, NCL → NLC), the last axis otherwise (TCU.md §5)."""
+    if rank >= 3:
+        return (0, *range(2, rank), 1)
+    return tuple(range(rank))
+
+
+def flat_layout(space: Space, name: str, shape, order, n: int, pad_pow2: bool = False,
+                **kw) -> tuple[Buffer, Tensor]:
+    """A new buffer holding ``shape`` with axes in ``order`` (last = lanes, zero-padded to a
+    whole number of vectors); ``pad_pow2`` rounds the vectors per row up to a power of two."""
+    shape = tuple(int(d) for d in shape)
+    order = tuple(order) if shape else ()
+    inner = shape[order[-1]] if shape else 1
+    per_row = ceil_div(inner, n)
+    pitch = next_pow2(per_row) if pad_pow2 else per_row
+    outer = int(np.prod([shape[a] for a in order[:-1]])) if shape else 1
+    buf = space.new(name, outer * pitch, row=pitch, elements=int(np.prod(shape, dtype=np.int64)),
+                    **kw)
+    if not shape:
+        t = Tensor(np.array(buf.start * n, dtype=np.int64), name)
+        buf.set_extent(t.idx, n)
+        return buf, t
+    perm_shape = [shape[a] for a in order]
+    ar = np.arange(int(np.prod(perm_shape)), dtype=np.int64).reshape(perm_shape)
+    o, c = np.divmod(ar, inner)
+    idx = (buf.start + o * pitch + c // n) * n + c % n
+    buf.set_extent(idx, n)
+    return buf, Tensor(np.transpose(idx, np.argsort(order)), name)
+
+
+@dataclass(frozen=True)
+class Frame:
+    """Geometry of a spatial buffer [N, C, S0, S1] (S1 = 1 for 1-D signals).
+
+    ``outer`` is the spatial axis (0 or 1 of S0, S1) stored outermost; rows of the other axis
+    have pitch ``P`` pixels; ``M`` zero rows before, between and after images; ``Cb`` vectors
+    per pixel (≥ ceil(C/n); a power of two keeps pixel strides encodable).
+    """
+
+    N: int
+    S0: int
+    S1: int
+    Cb: int
+    P: int
+    M: int = 0
+    outer: int = 0
+
+    @property
+    def rows(self) -> int:                         # logical rows of one image
+        return self.S0 if self.outer == 0 else self.S1
+
+    @property
+    def cols(self) -> int:
+        return self.S1 if self.outer == 0 else self.S0
+
+    @property
+    def row_vectors(self) -> int:
+        return self.P * self.Cb
+
+    @property
+    def vectors(self) -> int:
+        return (self.M + self.N * (self.rows + self.M)) * self.row_vectors
+
+    def pixel(self, n, s0, s1):
+        """Vector of channel block 0 of pixel (n, s0, s1) (numpy broadcasting; the formula
+        extends past the image into margins and zero columns)."""
+        r, c = (s0, s1) if self.outer == 0 else (s1, s0)
+        return ((self.M + np.asarray(n) * (self.rows + self.M) + r) * self.P + c) * self.Cb
+
+    def zero_mask(self) -> np.ndarray:
+        """True for margin rows and zero columns (every vector of those pixels)."""
+        rows = self.M + self.N * (self.rows + self.M)
+        m = np.ones((rows, self.P), dtype=bool)
+        for k in range(self.N):
+            r0 = self.M + k * (self.rows + self.M)
+            m[r0:r0 + self.rows, :self.cols] = False
+        return np.repeat(m.reshape(-1), self.Cb)
+
+    def logical_mask(self, C: int, n: int) -> np.ndarray:
+        """True for vectors that hold channels of an image pixel."""
+        used = np.zeros(self.Cb, dtype=bool)
+        used[:ceil_div(C, n)] = True
+        return ~self.zero_mask() & np.tile(used, self.vectors // self.Cb)
+
+
+def frame_layout(space: Space, name: str, shape, frame: Frame, n: int, zero: bool,
+                 **kw) -> tuple[Buffer, Tensor]:
+    """A new framed buffer for a [N, C, S0(, S1)] tensor; ``zero`` asks for zero margins."""
+    shape = tuple(shape)
+    N, C = shape[0], shape[1]
+    S0 = shape[2]
+    S1 = shape[3] if len(shape) > 3 else 1
+    assert (N, S0, S1) == (frame.N, frame.S0, frame.S1), (shape, frame)
+    buf = space.new(name, frame.vectors, row=frame.row_vectors, frame=frame,
+                    zero=frame.zero_mask() if zero else None,
+                    elements=int(np.prod(shape, dtype=np.int64)), **kw)
+    nn, cc, s0, s1 = np.meshgrid(np.arange(N), np.arange(C), np.arange(S0), np.arange(S1),
+                                 indexing="ij")
+    idx = (buf.start + frame.pixel(nn, s0, s1) + cc // n) * n + cc % n
+    buf.set_extent(idx, n)
+    return buf, Tensor(idx.reshape(shape).astype(np.int64), name)
+
+
+# --------------------------------------------------------------------- structure of a view
+
+@dataclass
+class Groups:
+    """How a view stores "rows" of elements (pixels × channels, or matrix rows × columns).
+
+    For every row r (flattened over the row axes) the elements sit in vectors
+    ``base[r] + off[s]`` for slots s, element k of the row in slot ``slot[k]`` and lane
+    ``lane[k]``; the same for every row. ``affine``: (origin, strides per row axis) when
+    ``base`` is an affine function of the row coordinates (then positions outside the
+    tensor can be extrapolated), else None.
+    """
+
+    base: np.ndarray            # shape of the row axes
+    off: np.ndarray             # (slots,) vector offsets
+    slot: np.ndarray            # (K,) slot of each element of a row
+    lane: np.ndarray            # (K,)
+    affine: tuple | None = None
+
+    @property
+    def slots(self) -> int:
+        return len(self.off)
+
+    def lanes_of(self, s: int) -> tuple[np.ndarray, np.ndarray]:
+        """(element indices k, lanes) held by slot s."""
+        k = np.nonzero(self.slot == s)[0]
+        return k, self.lane[k]
+
+
+def groups(t: Tensor, row_axes, elem_axes, n: int) -> Groups | None:
+    """Analyse ``t`` as rows (over ``row_axes``) of elements (over ``elem_axes``); None when
+    rows do not all store their elements the same way (the caller then relayouts)."""
+    idx = np.transpose(t.idx, (*row_axes, *elem_axes))
+    rshape = idx.shape[:len(row_axes)]
+    flat = idx.reshape(int(np.prod(rshape, dtype=np.int64)), -1)
+    if flat.shape[1] == 0 or flat.shape[0] == 0:
+        return None
+    vec, lane = np.divmod(flat, n)
+    if not (lane == lane[0]).all():
+        return None
+    rel = vec - vec[:, :1]
+    if not (rel == rel[0]).all():
+        return None
+    offs, slot = np.unique(rel[0], return_inverse=True)
+    # two elements of a row in one vector must not share a lane
+    key = slot * n + lane[0]
+    if len(np.unique(key)) != len(key):
+        return None
+    base = (vec[:, 0] + offs[0]).reshape(rshape)
+    g = Groups(base, offs - offs[0], slot, lane[0].copy())
+    g.affine = affine_fit(base)
+    return g
+
+
+def affine_fit(base: np.ndarray):
+    """(origin, strides) with ``base[i, j, ...] = origin + Σ i_k·stride_k``, or None."""
+    origin = int(base.flat[0])
+    strides = []
+    for ax in range(base.ndim):
+        if base.shape[ax] > 1:
+            sl = [0] * base.ndim
+            sl[ax] = 1
+            strides.append(int(base[tuple(sl)]) - origin)
+        else:
+            strides.append(0)
+    grid = np.indices(base.shape, dtype=np.int64)
+    pred = origin + sum(g * s for g, s in zip(grid, strides))
+    return (origin, tuple(strides)) if np.array_equal(pred, base) else None
+
+
+@dataclass
+class Zeros:
+    """Which virtual vectors are known to be zero (frame margins of buffers that keep them)."""
+
+    space: Space
+    _mask: dict = field(default_factory=dict)
+
+    def known(self, vec: np.ndarray) -> np.ndarray:
+        vec = np.asarray(vec, dtype=np.int64)
+        out = np.zeros(vec.shape, dtype=bool)
+        if not vec.size:
+            return out
+        owner = self.space.owner(vec)
+        for b in np.unique(owner):
+            if b < 0:
+                continue
+            buf = self.space.buffers[b]
+            if buf.zero is None:
+                continue
+            sel = owner == b
+            rel = vec[sel] - buf.start
+            inside = (rel >= 0) & (rel < buf.vectors)
+            ok = np.zeros(rel.shape, dtype=bool)
+            ok[inside] = buf.zero[rel[inside]]
+            out[sel] = ok
+        return out

@@ -1,0 +1,239 @@
+"""Layers as the hardware sees them: a producer into the accumulators, then steps there.
+
+A :class:`Layer` computes one buffer. Its first step produces vectors in the accumulators
+(:class:`Linear`: MatMuls through weight tiles; :class:`Load`: local → accumulator moves);
+the following steps work in place on them (:class:`Simd` passes, :class:`AccAdd` of another
+buffer, a further accumulating :class:`Linear`), or reduce windows into a new buffer
+(:class:`Reduce`, e.g. max pooling); :class:`Zero` clears frame margins last. The planner cuts
+a layer into partitions of its final buffer and emits each step for each partition.
+
+Every step names vectors by their index inside its buffer (``o``) and its sources by virtual
+vector (``x``, see :mod:`compiler_lite.ir`); ``x = -1`` in a :class:`Linear` is a MatMul with
+the zeroes flag (the tile's bias alone).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .ir import Buffer
+
+#: Values of :attr:`Linear.first`.
+ACCUMULATE, OVERWRITE, ANY = 0, 1, 2
+
+
+class Tiles:
+    """Weight tiles of one layer: float [n+1, n] arrays, row 0 = bias, row 1+j = the weights
+    that input lane j contributes to each output lane. Identical tiles are stored once."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.values: list[np.ndarray] = []
+        self._index: dict[bytes, int] = {}
+
+    def add(self, tile: np.ndarray) -> int:
+        tile = np.ascontiguousarray(tile, dtype=np.float64)
+        assert tile.shape == (self.n + 1, self.n), tile.shape
+        key = tile.tobytes()
+        k = self._index.get(key)
+        if k is None:
+            k = self._index[key] = len(self.values)
+            self.values.append(tile)
+        return k
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def array(self) -> np.ndarray:
+        return np.stack(self.values) if self.values else np.zeros((0, self.n + 1, self.n))
+
+
+@dataclass(eq=False)
+class Linear:
+    """``acc[o] (+)= tile_t(x)`` for every term, terms in emission order (tile-major).
+
+    ``first``: per term, OVERWRITE for the first term of a vector that matters, ACCUMULATE
+    for the rest, ANY for vectors nobody reads (frame columns computed only to keep runs
+    long). ``accumulate``: every term accumulates (a step after the producer).
+    """
+
+    out: Buffer
+    o: np.ndarray
+    x: np.ndarray
+    t: np.ndarray
+    first: np.ndarray
+    tiles: Tiles
+    macs: int = 0
+    accumulate: bool = False
+
+    def sources(self) -> np.ndarray:
+        return self.x[self.x >= 0]
+
+
+class LinearBuilder:
+    """Collects terms group by group (a group = one tile over many outputs, emitted as runs)
+    and orders them tile-major; the first term of each vector overwrites."""
+
+    def __init__(self, out: Buffer, n: int, tiles: Tiles | None = None) -> None:
+        self.out = out
+        self.tiles = tiles or Tiles(n)
+        self._parts: list[tuple] = []
+        self.macs = 0
+        self.clear: np.ndarray | None = None     # vectors with elements but no term
+
+    def add(self, o, x, tile: np.ndarray, care=None) -> None:
+        """Terms ``acc[o] += tile(x)``; ``care`` marks outputs whose value matters."""
+        o = np.asarray(o, dtype=np.int64).ravel()
+        x = np.asarray(x, dtype=np.int64).ravel()
+        if not o.size:
+            return
+        care = np.ones(o.shape, dtype=bool) if care is None else \
+            np.broadcast_to(np.asarray(care, dtype=bool).ravel(), o.shape)
+        t = self.tiles.add(tile)
+        self._parts.append((t, len(self._parts), o, x, care))
+
+    def build(self, accumulate: bool = False, scale: np.ndarray | None = None,
+              offset: np.ndarray | None = None) -> Linear:
+        """Order the terms and fix their flags. ``scale``/``offset`` (out.vectors × n) fold
+        ``y' = scale·y + offset`` into the tiles: every tile's output lanes are scaled, and
+        the offset joins the bias of each vector's first term (tiles split where needed)."""
+        e = np.zeros(0, dtype=np.int64)
+        n = self.tiles.n
+        if not self._parts:
+            return Linear(self.out, e, e, e, e, Tiles(n), self.macs, accumulate)
+        rank: dict[int, int] = {}                       # tile → position of first use
+        for t, *_ in self._parts:
+            rank.setdefault(t, len(rank))
+        parts = sorted(self._parts, key=lambda p: (rank[p[0]], p[1]))
+        o = np.concatenate([p[2] for p in parts])
+        x = np.concatenate([p[3] for p in parts])
+        t = np.concatenate([np.full(len(p[2]), rank[p[0]], dtype=np.int64) for p in parts])
+        g = np.concatenate([np.full(len(p[2]), k, dtype=np.int64) for k, p in enumerate(parts)])
+        care = np.concatenate([p[4] for p in parts])
+        order = np.lexsort((o, g))                      # groups are already tile-major
+        o, x, t, care = o[order], x[order], t[order], care[order]
+        values = [self.tiles.values[old] for old in sorted(rank, key=rank.get)]
+        _, first_idx = np.unique(o, return_index=True)
+        first = np.full(len(o), ACCUMULATE, dtype=np.int64)
+        if not accumulate:
+            first[first_idx] = OVERWRITE
+            first[~care] = ANY
+        tiles = Tiles(n)
+        if scale is None and offset is None:
+            for v in values:
+                tiles.add(v)
+            return Linear(self.out, o, x, t, first, tiles, self.macs, accumulate)
+        rows = self.out.vectors
+        scale = np.ones((rows, n)) if scale is None else scale
+        offset = np.zeros((rows, n)) if offset is None else offset
+        spat, s_of = np.unique(scale, axis=0, return_inverse=True)
+        opat, o_of = np.unique(offset, axis=0, return_inverse=True)
+        is_first = np.zeros(len(o), dtype=bool)
+        is_first[first_idx] = not accumulate
+        key = np.stack([t, s_of.ravel()[o], np.where(is_first, o_of.ravel()[o], -1)], axis=1)
+        ukey, new_t = np.unique(key, axis=0, return_inverse=True)
+        new_t = new_t.ravel()
+        # keep the group order (first terms stay first); inside a group, tile-major
+        reorder = np.lexsort((o, new_t, g[order]))
+        o, x, new_t, first = o[reorder], x[reorder], new_t[reorder], first[reorder]
+        ids = []
+        for old, sp, op_ in ukey:
+            tile = values[old] * spat[sp][None, :]
+            if op_ >= 0:
+                tile = tile.copy()
+                tile[0] += opat[op_]
+            ids.append(tiles.add(tile))
+        remap = np.array(ids, dtype=np.int64)
+        return Linear(self.out, o, x, remap[new_t], first, tiles, self.macs, accumulate)
+
+
+@dataclass(eq=False)
+class Load:
+    """``acc[o] = local[x]`` (DataMove local → accumulators), or accumulate with ``add``."""
+
+    out: Buffer
+    o: np.ndarray
+    x: np.ndarray
+    add: bool = False
+
+
+@dataclass(frozen=True)
+class SimdOp:
+    """One SIMD instruction per vector: ``op(left, right)``; sources/dest as in TCU.md §4.4
+    (source 0 = the input vector). ``read``/``write`` say which accumulator vector is read
+    and written: None, "self" (the pass's vector) or "aux" (its paired vector)."""
+
+    op: int
+    left: int = 0
+    right: int = 0
+    dest: int = 0
+    read: str | None = "self"
+    write: str | None = "self"
+    accumulate: bool = False
+
+
+@dataclass(eq=False)
+class Simd:
+    """A pass over vectors ``o`` of ``buf``: ``setup`` once per partition (register loads:
+    ("zero", r) or ("const", r, key) with ``consts[key]`` a float vector put in the
+    accumulators), then ``body`` for each vector in order. ``aux`` pairs each vector with a
+    vector of ``aux_buf``, another accumulator buffer (a temporary, or an operand loaded by
+    an earlier step)."""
+
+    buf: Buffer
+    o: np.ndarray
+    setup: list
+    body: list[SimdOp]
+    aux: np.ndarray | None = None
+    aux_buf: Buffer | None = None
+    consts: dict = field(default_factory=dict)      # key → float vector (n,)
+
+
+@dataclass(eq=False)
+class Reduce:
+    """``out[o] = max over src[window]`` by a chain of SIMD Max through register 1
+    (``relu``: the chain starts from zero, which also applies a ReLU)."""
+
+    out: Buffer
+    src: Buffer
+    indptr: np.ndarray          # CSR over out vectors 0..out.vectors-1
+    indices: np.ndarray         # src vector indices
+    relu: bool = False
+
+
+@dataclass(eq=False)
+class Zero:
+    """Clear vectors ``o`` of ``buf`` (frame margins and zero columns)."""
+
+    buf: Buffer
+    o: np.ndarray
+
+
+@dataclass(eq=False)
+class Layer:
+    """One partitioned computation of ``out``: ``steps[0]`` produces into the accumulators."""
+
+    name: str
+    nodes: list[str]
+    steps: list
+    out: Buffer
+    luts: list = field(default_factory=list)        # [(table, float values)] loaded first
+    macs: int = 0
+    fold: tuple | None = None                       # (scale, offset) for the producer
+
+    @property
+    def producer(self):
+        return self.steps[0]
+
+    def buffers_in_acc(self) -> list[Buffer]:
+        """Buffers that live in the accumulators during the layer, in order."""
+        out = []
+        for s in self.steps:
+            b = getattr(s, "out", None) or getattr(s, "buf", None)
+            if b is not None and b not in out:
+                out.append(b)
+            if isinstance(s, Simd) and s.aux_buf is not None and s.aux_buf not in out:
+                out.append(s.aux_buf)
+        return out

@@ -1,0 +1,509 @@
+"""Lowering: ONNX nodes → layers on buffers (see :mod:`compiler_lite.kernels`).
+
+:class:`Lowering` walks the graph in order. View operators only rearrange index maps;
+operators with weights start a layer whose producer is a :class:`~.kernels.Linear`; an
+element-wise operator extends the last layer in place when it is the only reader of that
+layer's buffer (ReLU after a convolution, a residual add, max pooling), and otherwise starts a
+layer that first loads its input into the accumulators. A per-channel affine map right after a
+linear producer (BatchNormalization, Mul/Add/Sub/Div by constants) is folded into its weights.
+
+Before lowering, :func:`frame_requirements` finds which tensors are read with zero padding,
+and every spatial buffer of the same shape gets the same frame (:class:`~.ir.Frame`), so that
+padded convolutions read zero vectors and run as one instruction per tile.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+
+from tcu_hw.errors import CompileError
+
+from .frontend import Graph, Node
+from .ir import (Buffer, Frame, Space, Tensor, Zeros, ceil_div, flat_layout, frame_layout,
+                 groups, io_order, next_pow2)
+from .kernels import Layer, Linear, LinearBuilder, Load, Reduce, Simd, Tiles, Zero
+from .registry import OPS
+
+#: Ops whose output has the input's shape and layout, element by element (frame
+#: requirements of the output pass to the inputs).
+ELEMENTWISE = {"Relu", "LeakyRelu", "Clip", "PRelu", "BatchNormalization", "Add", "Sub", "Mul",
+               "Div", "Max", "Min", "Sigmoid", "Tanh", "Exp", "HardSigmoid", "HardSwish",
+               "Elu", "Selu", "Softplus", "Softsign", "Identity", "Dropout", "Neg", "Abs",
+               "Sqrt", "Reciprocal", "Log", "Erf", "Gelu", "Mish", "ThresholdedRelu"}
+
+
+# ------------------------------------------------------------------------------- geometry
+
+def spatial(shape) -> tuple[int, int] | None:
+    """(S0, S1) of a [N, C, S...] tensor with 1 or 2 spatial axes (1-D as one row)."""
+    if len(shape) == 3:
+        return 1, int(shape[2])
+    if len(shape) == 4:
+        return int(shape[2]), int(shape[3])
+    return None
+
+
+def conv_pads(node: Node, in_shape, kernel, strides, dilations) -> list[int]:
+    """Explicit pads [b0, b1, ..., e0, e1, ...] after resolving ``auto_pad``."""
+    dims = len(kernel)
+    auto = node.attr("auto_pad", "NOTSET")
+    if auto in ("NOTSET", "", None):
+        pads = list(node.attr("pads", [0] * 2 * dims))
+        return pads if pads else [0] * 2 * dims
+    if auto == "VALID":
+        return [0] * 2 * dims
+    begin, end = [], []
+    for k in range(dims):
+        size = in_shape[2 + k]
+        out = ceil_div(size, strides[k])
+        total = max(0, (out - 1) * strides[k] + (kernel[k] - 1) * dilations[k] + 1 - size)
+        small, big = total // 2, total - total // 2
+        b, e = (small, big) if auto == "SAME_UPPER" else (big, small)
+        begin.append(b)
+        end.append(e)
+    return begin + end
+
+
+def window_attrs(node: Node, in_shape, kernel=None):
+    """(kernel, strides, dilations, pads [t, b, l, r] on (S0, S1)) of a Conv/Pool node on a
+    1-D or 2-D input."""
+    dims = len(in_shape) - 2
+    kernel = list(kernel if kernel is not None else node.attr("kernel_shape"))
+    strides = list(node.attr("strides", [1] * dims) or [1] * dims)
+    dil = list(node.attr("dilations", [1] * dims) or [1] * dims)
+    pads = conv_pads(node, in_shape, kernel, strides, dil)
+    if dims == 1:                       # a 1-D signal is one row: its axis is S1
+        return ([1, kernel[0]], [1, strides[0]], [1, dil[0]], [0, 0, pads[0], pads[1]])
+    return kernel, strides, dil, [pads[0], pads[2], pads[1], pads[3]]
+
+
+def frame_requirements(g: Graph) -> dict[str, tuple[int, int, int, int]]:
+    """Zero padding (top, bottom, left, right) that readers of each tensor need, passed back
+    through element-wise operators to the tensor whose buffer will hold it."""
+    req: dict[str, tuple] = {}
+
+    def need(name, pads):
+        old = req.get(name, (0, 0, 0, 0))
+        req[name] = tuple(max(a, b) for a, b in zip(old, pads))
+
+    for node in reversed(g.nodes):
+        if node.op == "Conv" or (node.op == "AveragePool"):
+            x = node.inputs[0]
+            shape = g.shapes.get(x)
+            if shape is None or spatial(shape) is None:
+                continue
+            kernel = node.attr("kernel_shape") or list(g.consts[node.inputs[1]].shape[2:]) \
+                if node.op == "Conv" and node.inputs[1] in g.consts else node.attr("kernel_shape")
+            if not kernel:
+                continue
+            try:
+                _, _, _, pads = window_attrs(node, shape, kernel)
+            except (TypeError, ValueError, IndexError):
+                continue
+            if any(pads):
+                need(x, pads)
+        elif node.op in ELEMENTWISE and node.outputs[0] in req:
+            for x in node.inputs:
+                if x and not g.is_const(x) and g.shapes.get(x) == g.shapes[node.outputs[0]]:
+                    need(x, req[node.outputs[0]])
+    return req
+
+
+def frames_by_shape(g: Graph, req) -> dict[tuple, tuple[int, int]]:
+    """(N, S0, S1) → (zero columns Z, margin rows M) shared by all buffers of that shape."""
+    out: dict[tuple, tuple[int, int]] = {}
+    for name, (pt, pb, pl, pr) in req.items():
+        shape = g.shapes.get(name)
+        sp = spatial(shape) if shape else None
+        if sp is None:
+            continue
+        key = (shape[0], *sp)
+        z0, m0 = out.get(key, (0, 0))
+        z = max(z0, pl, pr)
+        m = max(m0, pt, pb, 1 if z else 0)
+        out[key] = (z, m)
+    return out
+
+
+# ------------------------------------------------------------------------------- lowering
+
+class Lowering:
+    """State of one lowering run; op functions call the helpers below."""
+
+    def __init__(self, g: Graph, arch, resize_mode: str = "onnx") -> None:
+        self.g = g
+        self.arch = arch
+        self.n = arch.array_size
+        self.resize_mode = resize_mode
+        self.space = Space(self.n)
+        self.zeros = Zeros(self.space)
+        self.values: dict[str, Tensor] = {}
+        self.layers: list[Layer] = []
+        self.open: Layer | None = None
+        self.req = frame_requirements(g)
+        self.frames = frames_by_shape(g, self.req)
+        self.remaining = Counter()
+        for node in g.nodes:
+            for x in set(i for i in node.inputs if i):
+                self.remaining[x] += 1
+        self.refs: dict[int, set[str]] = {}
+        self.internal: set[str] = set()            # names an op made for its own use
+        self.notes: list[str] = []
+        self.node: Node | None = None
+
+    # ----------------------------------------------------------------- values and consts
+
+    def fail(self, message: str):
+        where = f"{self.node.label}: " if self.node is not None else ""
+        raise CompileError(f"{self.g.source}: {where}{message}")
+
+    def tensor(self, name: str) -> Tensor:
+        try:
+            return self.values[name]
+        except KeyError:
+            self.fail(f"input '{name}' is not an activation")
+
+    def const(self, name: str) -> np.ndarray:
+        return np.asarray(self.g.consts[name], dtype=np.float64)
+
+    def is_const(self, name: str) -> bool:
+        return bool(name) and self.g.is_const(name)
+
+    def set(self, name: str, t: Tensor, internal: bool = False) -> None:
+        if internal:
+            self.internal.add(name)
+        t.name = name
+        self.values[name] = t
+        for b in self.buffers_of(t):
+            self.refs.setdefault(id(b), set()).add(name)
+
+    def buffers_of(self, t: Tensor) -> list[Buffer]:
+        if not t.idx.size:
+            return []
+        owners = np.unique(self.space.owner(np.unique(t.idx // self.n)))
+        return [self.space.buffers[k] for k in owners]
+
+    def alive(self, name: str) -> bool:
+        return self.remaining[name] > 0 or name in self.g.outputs
+
+    def exclusive(self, name: str) -> Buffer | None:
+        """The buffer of ``name`` if the current node may overwrite it in place: the tensor is
+        the buffer's whole content and nothing else will read the buffer."""
+        t = self.tensor(name)
+        bufs = self.buffers_of(t)
+        readers = 1 if name in self.internal else self.remaining[name]
+        if len(bufs) != 1 or name in self.g.outputs or readers != 1:
+            return None
+        b = bufs[0]
+        if b.role in ("input", "const") or t.idx.size != b.elements:
+            return None
+        if any(self.alive(w) for w in self.refs.get(id(b), ()) if w != name):
+            return None
+        return b
+
+    # --------------------------------------------------------------------------- layouts
+
+    def frame_for(self, shape) -> Frame | None:
+        sp = spatial(shape)
+        if sp is None:
+            return None
+        z, m = self.frames.get((shape[0], *sp), (0, 0))
+        cb = next_pow2(ceil_div(shape[1], self.n))
+        return Frame(shape[0], sp[0], sp[1], cb, sp[1] + z, m)
+
+    def needs_zero(self, name: str) -> bool:
+        """Whether readers of tensor ``name`` read its frame margins as zero padding."""
+        return any(self.req.get(name, (0, 0, 0, 0)))
+
+    def new_activation(self, name: str, shape, zero: bool | None = None,
+                       frame: Frame | None = None) -> tuple[Buffer, Tensor]:
+        """A buffer for a new tensor ``name``: framed when spatial, else the model's I/O
+        layout; ``zero`` (default: whether readers need padding) keeps its margins zero."""
+        shape = tuple(int(d) for d in shape)
+        frame = frame or self.frame_for(shape)
+        if zero is None:
+            zero = self.needs_zero(name)
+        if frame is not None:
+            if len(shape) == 3:
+                shape4 = (shape[0], shape[1], 1, shape[2])
+                buf, t = frame_layout(self.space, name, shape4, frame, self.n, zero)
+                return buf, Tensor(t.idx.reshape(shape), name)
+            return frame_layout(self.space, name, shape, frame, self.n, zero)
+        return flat_layout(self.space, name, shape, io_order(len(shape)), self.n)
+
+    # ---------------------------------------------------------------------------- layers
+
+    def begin(self, out: Buffer, producer, nodes=None) -> Layer:
+        """Start a layer computing ``out`` (closes the previous one)."""
+        self.close()
+        node_names = nodes if nodes is not None else ([self.node.name] if self.node else [])
+        layer = Layer(out.name, list(node_names), [producer], out)
+        layer.fold = None
+        self.layers.append(layer)
+        self.open = layer
+        return layer
+
+    def close(self) -> None:
+        """Finish the open layer: build its weight terms (with any folded affine map) and
+        clear the frame margins its readers need."""
+        layer, self.open = self.open, None
+        if layer is None:
+            return
+        p = layer.steps[0]
+        if isinstance(p, LinearBuilder):
+            scale, offset = layer.fold if layer.fold is not None else (None, None)
+            layer.steps[0] = p.build(scale=scale, offset=offset)
+            layer.macs += p.macs
+            if p.clear is not None and len(p.clear):
+                layer.steps.insert(1, Zero(p.out, np.asarray(p.clear, dtype=np.int64)))
+        for k, s in enumerate(layer.steps[1:], 1):
+            if isinstance(s, LinearBuilder):
+                layer.steps[k] = s.build(accumulate=True)
+                layer.macs += s.macs
+        out = layer.out
+        if out.zero is not None and out.zero.any():
+            layer.steps.append(Zero(out, np.nonzero(out.zero)[0]))
+
+    def extend(self, name: str, allow_reduce: bool = True) -> tuple[Layer, Tensor] | None:
+        """The open layer and tensor ``name`` when the current node may work on it in place
+        in the accumulators."""
+        layer = self.open
+        b = self.exclusive(name)
+        if layer is None or b is None or layer.out is not b:
+            return None
+        if not allow_reduce and any(isinstance(s, Reduce) for s in layer.steps):
+            return None
+        return layer, self.tensor(name)
+
+    def in_acc(self, name: str, allow_reduce: bool = True) -> tuple[Layer, Tensor]:
+        """Tensor ``name`` in the accumulators, ready for in-place work: the open layer when
+        possible, else a new layer that loads a copy."""
+        got = self.extend(name, allow_reduce)
+        if got is not None:
+            return got
+        out_name = self.node.outputs[0] if self.node else name
+        return self.copy_layer(self.tensor(name), out_name)
+
+    def copy_layer(self, t: Tensor, out_name: str) -> tuple[Layer, Tensor]:
+        """A new layer whose producer copies ``t`` into the accumulators. A tensor that fills
+        a framed buffer is copied whole, frame and all (one run); anything else into the
+        default layout for ``out_name``."""
+        bufs = self.buffers_of(t)
+        zero = self.needs_zero(out_name)
+        if len(bufs) == 1 and bufs[0].frame is not None and t.idx.size == bufs[0].elements \
+                and bufs[0].role != "const":
+            src = bufs[0]
+            buf = self.space.new(out_name, src.vectors, row=src.row, frame=src.frame,
+                                 zero=src.frame.zero_mask() if zero else None,
+                                 elements=src.elements, dirty=src.dirty, extent=src.extent)
+            nt = Tensor(t.idx + (buf.start - src.start) * self.n)
+            allv = np.arange(src.vectors)
+            layer = self.begin(buf, Load(buf, allv, allv + src.start))
+            return layer, nt
+        buf, nt = self.new_activation(out_name, t.shape, zero=zero)
+        layer = self.begin(buf, self.copy_step(t, nt))
+        return layer, nt
+
+    def copy_step(self, src: Tensor, dst: Tensor):
+        """A producer writing ``src``'s elements into ``dst``'s places: vector moves when each
+        destination vector comes whole from one source vector in the same lanes, else
+        permutation MatMuls."""
+        n = self.n
+        s, d = src.idx.ravel(), dst.idx.ravel()
+        buf = self.buffers_of(dst)[0]
+        same_lane = np.array_equal(s % n, d % n)
+        dv, sv = d // n, s // n
+        pairs = np.unique(np.stack([dv, sv]), axis=1)
+        if same_lane and len(np.unique(pairs[0])) == pairs.shape[1]:
+            load = Load(buf, pairs[0] - buf.start, pairs[1])
+            buf.dirty = buf.dirty or any(b.dirty for b in self.buffers_of(src))
+            return load
+        return self.gather(buf, dst, [(src.idx, 1.0)])
+
+    def gather(self, buf: Buffer, dst: Tensor, sources, const=None) -> LinearBuilder:
+        """Weighted gather: ``dst[e] = Σ w_k · sources_k[e] (+ const[e])`` as MatMuls whose
+        tiles map lanes of one source vector into lanes of one destination vector.
+
+        ``sources``: [(virtual scalar index array (broadcast to dst), weight (broadcast))];
+        an index < 0 contributes nothing. Destination vectors holding elements but no term
+        are cleared (their values are the constant or zero).
+        """
+        n = self.n
+        b = LinearBuilder(buf, n)
+        shape = dst.shape
+        d = dst.idx.reshape(-1)
+        dv, dl = np.divmod(d, n)
+        parts = []
+        for idx, w in sources:
+            si = np.broadcast_to(np.asarray(idx, dtype=np.int64), shape).reshape(-1)
+            wi = np.broadcast_to(np.asarray(w, dtype=np.float64), shape).reshape(-1)
+            ok = (si >= 0) & (wi != 0)
+            parts.append((dv[ok], dl[ok], si[ok] // n, si[ok] % n, wi[ok]))
+        if parts:
+            odv, odl, osv, osl, ow = (np.concatenate(a) for a in zip(*parts))
+        else:
+            odv = odl = osv = osl = np.zeros(0, dtype=np.int64)
+            ow = np.zeros(0)
+        # one tile per distinct (lane map, weights) of a (destination, source) vector pair
+        pair_key, pair_idx = np.unique(np.stack([odv, osv]), axis=1, return_inverse=True)
+        pair_idx = pair_idx.ravel()
+        npairs = pair_key.shape[1]
+        mat = np.zeros((npairs, n, n))
+        np.add.at(mat, (pair_idx, osl, odl), ow)
+        flat = mat.reshape(npairs, -1)
+        pats, pat_of = np.unique(flat, axis=0, return_inverse=True)
+        pat_of = pat_of.ravel()
+        for p in range(len(pats)):
+            sel = pat_of == p
+            tile = np.zeros((n + 1, n))
+            tile[1:] = pats[p].reshape(n, n)
+            b.add(pair_key[0, sel] - buf.start, pair_key[1, sel], tile)
+        if const is not None:
+            cv = np.zeros((buf.vectors, n))
+            c = np.broadcast_to(np.asarray(const, dtype=np.float64), shape).reshape(-1)
+            cv[dv - buf.start, dl] = c
+            rows = np.unique(dv - buf.start)
+            nz = rows[np.any(cv[rows] != 0, axis=1)]
+            if nz.size:
+                pats, pat_of = np.unique(cv[nz], axis=0, return_inverse=True)
+                for p in range(len(pats)):
+                    tile = np.zeros((n + 1, n))
+                    tile[0] = pats[p]
+                    sel = nz[pat_of.ravel() == p]
+                    b.add(sel, np.full(len(sel), -1), tile)
+        written = set(np.unique(pair_key[0] - buf.start).tolist()) if npairs else set()
+        if const is not None:
+            written |= set(nz.tolist())
+        missing = np.setdiff1d(np.unique(dv - buf.start), np.fromiter(written, dtype=np.int64,
+                                                                        count=len(written)))
+        b.clear = missing
+        return b
+
+    # ------------------------------------------------------------------------------ steps
+
+    def fold_affine(self, name: str, scale, offset, out_name: str) -> None:
+        """``out = scale·name + offset`` element-wise (arrays broadcast to the shape): folded
+        into the open layer's weights when its linear producer writes ``name`` and nothing
+        follows it yet, otherwise into a new layer that copies ``name`` through the array."""
+        got = self.extend(name)
+        if got is None or len(got[0].steps) != 1 or not isinstance(
+                got[0].steps[0], (LinearBuilder, Load)):
+            layer, t = self.copy_layer(self.tensor(name), out_name)
+        else:
+            layer, t = got
+        p = layer.steps[0]
+        if isinstance(p, Load):
+            if p.add:
+                self.fail("internal: cannot fold into an accumulating load")
+            b = LinearBuilder(p.out, self.n)
+            b.add(p.o, p.x, np.vstack([np.zeros(self.n), np.eye(self.n)]))
+            layer.steps[0] = p = b
+        out = layer.out
+        n = self.n
+        v, lane = np.divmod(t.idx.reshape(-1), n)
+        v = v - out.start
+        s2 = np.ones((out.vectors, n))
+        t2 = np.zeros((out.vectors, n))
+        s2[v, lane] = np.broadcast_to(np.asarray(scale, dtype=np.float64), t.shape).reshape(-1)
+        t2[v, lane] = np.broadcast_to(np.asarray(offset, dtype=np.float64), t.shape).reshape(-1)
+        if out.frame is not None:
+            # vectors outside the tensor (frame columns, margins) take the map of their
+            # channel block, so that runs do not break at them; margins are cleared later
+            cb = out.frame.Cb
+            logical = np.zeros(out.vectors, dtype=bool)
+            logical[v] = True
+            for k in range(cb):
+                at = np.nonzero(logical[k::cb])[0]
+                if len(at):
+                    rows = np.arange(k, out.vectors, cb)
+                    rest = rows[~logical[rows]]
+                    s2[rest] = s2[rows[at[0]]]
+                    t2[rest] = t2[rows[at[0]]]
+        if layer.fold is None:
+            layer.fold = (s2, t2)
+        else:
+            s1, t1 = layer.fold
+            layer.fold = (s2 * s1, s2 * t1 + t2)
+        self.set(out_name, Tensor(t.idx, out_name))
+
+    def relu_pass(self, layer: Layer, t: Tensor) -> Simd:
+        from tcu_hw.isa import SimdOp as Op
+        from .kernels import SimdOp
+        vecs = self.vectors_in(t, layer.out)
+        step = Simd(layer.out, vecs, [("zero", 1)], [SimdOp(Op.MAX, 0, 1, 0)])
+        step.is_relu = True
+        layer.steps.append(step)
+        return step
+
+    def const_tensor(self, name: str) -> Tensor:
+        """A constant used as data (e.g. concatenated to an activation): a buffer in DRAM1
+        with the model's I/O layout."""
+        if name in self.values:
+            return self.values[name]
+        value = self.const(name)
+        buf, t = flat_layout(self.space, name, value.shape, io_order(value.ndim), self.n,
+                             role="const")
+        data = np.zeros((buf.vectors * self.n,))
+        data[t.idx.reshape(-1) - buf.start * self.n] = value.reshape(-1)
+        buf.data = data.reshape(buf.vectors, self.n)
+        self.set(name, t)
+        return t
+
+    def vectors_in(self, t: Tensor, buf: Buffer) -> np.ndarray:
+        """Indices inside ``buf`` of the vectors holding ``t``'s elements."""
+        return np.unique(t.idx // self.n) - buf.start
+
+    # ------------------------------------------------------------------------------- run
+
+    def run(self) -> None:
+        g = self.g
+        for name in g.inputs:
+            shape = g.shape(name)
+            order = self._input_order(name, shape)
+            buf, t = flat_layout(self.space, name, shape, order, self.n, role="input")
+            buf.order = order
+            self.set(name, t)
+        for node in g.nodes:
+            self.node = node
+            OPS[node.op].lower(node, self)
+            for x in set(i for i in node.inputs if i):
+                self.remaining[x] -= 1
+        self.node = None
+        for name in g.outputs:
+            self._output(name)
+        self.close()
+
+    def _input_order(self, name: str, shape) -> tuple[int, ...]:
+        """Channels-last for the model's inputs, unless the input only feeds a Transpose:
+        then the order that makes the transposed tensor channels-last (tf2onnx NHWC)."""
+        users = self.g.consumers(name)
+        if len(shape) >= 3 and len(users) == 1 and users[0].op == "Transpose":
+            perm = users[0].attr("perm") or list(reversed(range(len(shape))))
+            return tuple(perm[a] for a in io_order(len(shape)))
+        return io_order(len(shape))
+
+    def _output(self, name: str) -> None:
+        """Make output ``name`` a whole buffer in the model's I/O layout (channels-last,
+        padded lanes zero), placed in DRAM0 for the host."""
+        t = self.values.get(name)
+        if t is None:
+            raise CompileError(f"{self.g.source}: output '{name}' is a constant or an input; "
+                               f"nothing to compute")
+        order = io_order(len(t.shape))
+        bufs = self.buffers_of(t)
+        if len(bufs) == 1 and bufs[0].role == "temp" and not bufs[0].dirty:
+            b = bufs[0]
+            probe = Space(self.n)
+            probe._next = b.start
+            pb, pt = flat_layout(probe, name, t.shape, order, self.n)
+            if pb.vectors == b.vectors and np.array_equal(pt.idx, t.idx):
+                b.role = "output"
+                b.order = order
+                b.output_name = name
+                return
+        buf, nt = flat_layout(self.space, name, t.shape, order, self.n, role="output")
+        buf.order = order
+        buf.output_name = name
+        self.begin(buf, self.copy_step(t, nt), nodes=[f"output {name}"])

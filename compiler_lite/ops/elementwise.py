@@ -1,0 +1,272 @@
+"""Element-wise operators.
+
+* With a constant operand (Add, Sub, Mul, Div, Neg, BatchNormalization elsewhere): a
+  per-element affine map folded into the weights of the layer that produced the input, or
+  run through the array as a diagonal MatMul.
+* ReLU, Clip/Relu6, LeakyRelu, PRelu: SIMD passes in place in the accumulators (one
+  instruction per vector; LeakyRelu/PRelu as ``x + (α-1)·min(x, 0)``, two per vector).
+* Add/Sub of two activations: the second operand is added by accumulating moves (or MatMuls
+  when its lanes differ); Mul/Max/Min of two activations: SIMD with the operand loaded into
+  the accumulators.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tcu_hw.isa import SimdOp as Op
+
+from ..ir import Tensor
+from ..kernels import Load, Simd, SimdOp
+from ..lower import Lowering
+from ..registry import op
+
+
+def _const_or_none(ctx: Lowering, name: str):
+    return ctx.const(name) if ctx.is_const(name) else None
+
+
+def _full(ctx: Lowering, value, shape) -> np.ndarray:
+    return np.broadcast_to(np.asarray(value, dtype=np.float64), shape)
+
+
+def _check_binary(node, g, arch) -> list[str]:
+    a, b = node.inputs[:2]
+    out = g.shapes.get(node.outputs[0])
+    if g.is_const(a) and g.is_const(b):
+        return []
+    if node.op == "Div" and not g.is_const(b):
+        return ["division by a computed tensor needs lookup tables (not supported)"]
+    if node.op in ("Mul", "Max", "Min") and not g.is_const(a) and not g.is_const(b):
+        for x in (a, b):
+            if g.shapes.get(x) != out:
+                return [f"{node.op} of two computed tensors needs equal shapes "
+                        f"({g.shapes.get(a)} and {g.shapes.get(b)})"]
+    return []
+
+
+def affine(ctx: Lowering, node, x: str, scale, offset) -> None:
+    ctx.fold_affine(x, scale, offset, node.outputs[0])
+
+
+@op("Add", "Sub", "Mul", "Div", check=_check_binary)
+def binary(node, ctx: Lowering):
+    a, b = node.inputs[:2]
+    out = node.outputs[0]
+    shape = ctx.g.shape(out)
+    ca, cb = _const_or_none(ctx, a), _const_or_none(ctx, b)
+    if ca is not None or cb is not None:
+        x, c = (b, ca) if ca is not None else (a, cb)
+        if ctx.tensor(x).shape != shape:
+            x = expand(ctx, node, x, shape)
+        if node.op == "Add":
+            return affine(ctx, node, x, 1.0, c)
+        if node.op == "Sub":
+            return affine(ctx, node, x, -1.0, c) if ca is not None else \
+                affine(ctx, node, x, 1.0, -c)
+        if node.op == "Mul":
+            return affine(ctx, node, x, c, 0.0)
+        if ca is not None:                      # constant / activation
+            ctx.fail("division by a computed tensor is not supported")
+        return affine(ctx, node, x, 1.0 / c, 0.0)
+    if node.op in ("Add", "Sub"):
+        return add_sub(ctx, node, a, b, -1.0 if node.op == "Sub" else 1.0)
+    if node.op == "Mul":
+        return pairwise(ctx, node, a, b, Op.MULTIPLY)
+    ctx.fail("division by a computed tensor is not supported")
+
+
+def expand(ctx: Lowering, node, x: str, shape) -> str:
+    """A full-shape copy of a broadcast operand (through the array); returns its name."""
+    t = ctx.tensor(x)
+    name = f"{x}:expanded:{node.name}"
+    buf, nt = ctx.new_activation(name, shape)
+    ctx.begin(buf, ctx.copy_step(Tensor(np.broadcast_to(t.idx, shape).copy()), nt))
+    ctx.set(name, nt, internal=True)
+    return name
+
+
+def _congruent(ctx: Lowering, a: Tensor, b: Tensor):
+    """(a vectors, b vectors) pairs when every vector of ``a`` takes its elements from one
+    vector of ``b`` in the same lanes; else None."""
+    n = ctx.n
+    ai, bi = a.idx.reshape(-1), np.broadcast_to(b.idx, a.shape).reshape(-1)
+    if not np.array_equal(ai % n, bi % n):
+        return None
+    pairs = np.unique(np.stack([ai // n, bi // n]), axis=1)
+    if len(np.unique(pairs[0])) != pairs.shape[1]:
+        return None
+    return pairs
+
+
+def add_sub(ctx: Lowering, node, a: str, b: str, sign: float) -> None:
+    """a + sign·b for two activations: ``a`` in the accumulators (in place when it is the
+    open layer's result), ``b`` added by accumulating local → accumulator moves, or MatMuls
+    when its lanes differ or it is subtracted."""
+    out = node.outputs[0]
+    shape = ctx.g.shape(out)
+    if ctx.tensor(a).shape != shape and ctx.tensor(b).shape == shape and sign > 0:
+        a, b = b, a
+    if ctx.tensor(a).shape != shape:
+        a = expand(ctx, node, a, shape)
+    if sign > 0 and ctx.tensor(b).shape == shape and ctx.extend(a) is None and \
+            ctx.extend(b) is not None:
+        a, b = b, a
+    tb = ctx.tensor(b)
+    layer, t = ctx.in_acc(a)
+    pairs = _congruent(ctx, t, tb)
+    if pairs is not None and sign > 0:
+        layer.steps.append(Load(layer.out, pairs[0] - layer.out.start, pairs[1], add=True))
+    else:
+        step = ctx.gather(layer.out, t, [(np.broadcast_to(tb.idx, shape), sign)])
+        layer.steps.append(step)
+    if any(x.dirty for x in ctx.buffers_of(tb)):
+        layer.out.dirty = True
+    ctx.set(out, Tensor(t.idx))
+
+
+def pairwise(ctx: Lowering, node, a: str, b: str, simd_op: int) -> None:
+    """out = op(a, b) per element with SIMD: b is loaded next to a in the accumulators."""
+    out = node.outputs[0]
+    if ctx.extend(b) is not None and ctx.extend(a) is None and simd_op != Op.SUBTRACT:
+        a, b = b, a
+    tb = ctx.tensor(b)
+    layer, t = ctx.in_acc(a)
+    pairs = _congruent(ctx, t, tb)
+    if pairs is None:
+        ctx.fail("operands are stored differently (lanes do not match); not supported yet")
+    aux = ctx.space.new(f"{out}:operand", pairs.shape[1])
+    layer.steps.append(Load(aux, np.arange(pairs.shape[1]), pairs[1]))
+    o = pairs[0] - layer.out.start
+    body = [SimdOp(Op.MOVE, 0, 0, 1, read="aux", write=None),
+            SimdOp(simd_op, 0, 1, 0, read="self", write="self")]
+    layer.steps.append(Simd(layer.out, o, [], body, np.arange(len(o)), aux))
+    if any(x.dirty for x in ctx.buffers_of(tb)):
+        layer.out.dirty = True
+    ctx.set(out, Tensor(t.idx))
+
+
+@op("Max", "Min", check=_check_binary)
+def max_min(node, ctx: Lowering):
+    ins = [i for i in node.inputs if i]
+    if len(ins) != 2:
+        ctx.fail("only two operands are supported")
+    a, b = ins
+    simd_op = Op.MAX if node.op == "Max" else Op.MIN
+    if ctx.is_const(a) or ctx.is_const(b):
+        x, c = (b, ctx.const(a)) if ctx.is_const(a) else (a, ctx.const(b))
+        c = np.asarray(c)
+        if c.size != 1:
+            ctx.fail("Max/Min with a non-scalar constant is not supported")
+        return clip(ctx, node, x, float(c) if node.op == "Max" else None,
+                    float(c) if node.op == "Min" else None)
+    pairwise(ctx, node, a, b, simd_op)
+
+
+@op("Neg")
+def neg(node, ctx: Lowering):
+    affine(ctx, node, node.inputs[0], -1.0, 0.0)
+
+
+@op("Identity", "Dropout")
+def identity(node, ctx: Lowering):
+    ctx.set(node.outputs[0], Tensor(ctx.tensor(node.inputs[0]).idx))
+
+
+# ------------------------------------------------------------------------------ activations
+
+def _lane_consts(ctx: Lowering, t: Tensor, buf, values) -> tuple[np.ndarray, dict]:
+    """Group the vectors of ``t`` by the per-lane constant vector ``values`` (broadcast to
+    the shape) gives them: (group id per vector, {group id: vector})."""
+    n = ctx.n
+    v, lane = np.divmod(t.idx.reshape(-1), n)
+    vals = np.broadcast_to(np.asarray(values, dtype=np.float64), t.shape).reshape(-1)
+    vecs = np.unique(v)
+    table = np.zeros((len(vecs), n))
+    table[np.searchsorted(vecs, v), lane] = vals
+    pats, of = np.unique(table, axis=0, return_inverse=True)
+    return vecs - buf.start, of.ravel(), {k: pats[k] for k in range(len(pats))}
+
+
+def clip(ctx: Lowering, node, x: str, lo, hi) -> None:
+    """max(x, lo) then min(·, hi), each one SIMD instruction per vector."""
+    layer, t = ctx.in_acc(x)
+    buf = layer.out
+    vecs = ctx.vectors_in(t, buf)
+    n = ctx.n
+    for bound, simd_op in ((lo, Op.MAX), (hi, Op.MIN)):
+        if bound is None:
+            continue
+        if bound == 0:
+            layer.steps.append(Simd(buf, vecs, [("zero", 1)], [SimdOp(simd_op, 0, 1, 0)]))
+        else:
+            key = f"{simd_op}:{bound}"
+            layer.steps.append(Simd(buf, vecs, [("const", 1, key)], [SimdOp(simd_op, 0, 1, 0)],
+                                    consts={key: np.full(n, float(bound))}))
+            if (simd_op == Op.MAX and bound > 0) or (simd_op == Op.MIN and bound < 0):
+                buf.dirty = True
+    ctx.set(node.outputs[0], Tensor(t.idx))
+
+
+@op("Relu")
+def relu(node, ctx: Lowering):
+    layer, t = ctx.in_acc(node.inputs[0])
+    ctx.relu_pass(layer, t)
+    ctx.set(node.outputs[0], Tensor(t.idx))
+
+
+def _check_clip(node, g, arch) -> list[str]:
+    return [f"input {k} ('{name}') must be a constant" for k, name in enumerate(node.inputs)
+            if k > 0 and name and not g.is_const(name)]
+
+
+@op("Clip", check=_check_clip)
+def clip_op(node, ctx: Lowering):
+    lo = node.attr("min")
+    hi = node.attr("max")
+    if len(node.inputs) > 1 and node.inputs[1]:
+        lo = float(ctx.const(node.inputs[1]))
+    if len(node.inputs) > 2 and node.inputs[2]:
+        hi = float(ctx.const(node.inputs[2]))
+    clip(ctx, node, node.inputs[0], lo, hi)
+
+
+def leaky(ctx: Lowering, node, x: str, slope) -> None:
+    """``x + (α−1)·min(x, 0)`` (exact for any α): min into a temporary, then multiply and
+    accumulate back; α may differ per lane (PRelu)."""
+    layer, t = ctx.in_acc(x)
+    buf = layer.out
+    vecs, group, pats = _lane_consts(ctx, t, buf, np.asarray(slope, dtype=np.float64) - 1.0)
+    tmp = ctx.space.new(f"{node.outputs[0]}:min", len(vecs))
+    aux = np.arange(len(vecs))
+    layer.steps.append(Simd(buf, vecs, [("zero", 1)],
+                            [SimdOp(Op.MIN, 0, 1, 0, read="self", write="aux")], aux, tmp))
+    for k, vec in pats.items():
+        sel = group == k
+        key = f"slope:{node.name}:{k}"
+        layer.steps.append(Simd(buf, vecs[sel], [("const", 1, key)],
+                                [SimdOp(Op.MULTIPLY, 0, 1, 0, read="aux", write="self",
+                                        accumulate=True)], aux[sel], tmp, {key: vec}))
+    ctx.set(node.outputs[0], Tensor(t.idx))
+
+
+@op("LeakyRelu")
+def leaky_relu(node, ctx: Lowering):
+    leaky(ctx, node, node.inputs[0], float(node.attr("alpha", 0.01)))
+
+
+def _check_prelu(node, g, arch) -> list[str]:
+    if not g.is_const(node.inputs[1]):
+        return ["the slope must be a constant"]
+    return []
+
+
+@op("PRelu", check=_check_prelu)
+def prelu(node, ctx: Lowering):
+    x = ctx.tensor(node.inputs[0])
+    slope = ctx.const(node.inputs[1])
+    try:
+        slope = np.broadcast_to(slope, x.shape)
+    except ValueError:
+        ctx.fail(f"slope shape {list(slope.shape)} does not broadcast to {list(x.shape)}")
+    leaky(ctx, node, node.inputs[0], slope)

@@ -1,0 +1,432 @@
+"""Operators with weights: Conv (1-D/2-D, pads, strides, dilations, groups), average pooling
+(as a depthwise convolution with the divisor folded into the weights), Gemm and MatMul, and
+the per-channel affine maps (BatchNormalization) that fold into them.
+
+A convolution is lowered without im2col: for each kernel tap, input slot (a vector of input
+channels) and output block of n channels there is one weight tile, and the tile's MatMul runs
+over every output pixel whose input pixel exists or is a known zero vector of a frame.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir import Frame, Tensor, groups
+from ..kernels import LinearBuilder
+from ..lower import Lowering, spatial, window_attrs
+from ..registry import consts_of, op
+
+
+def _check_spatial(node, g, arch) -> list[str]:
+    shape = g.shapes.get(node.inputs[0])
+    if shape is None:
+        return ["unknown input shape"]
+    if spatial(shape) is None:
+        return [f"input rank {len(shape)}: only 1-D and 2-D signals ([N,C,L] or [N,C,H,W]) "
+                f"are supported"]
+    return []
+
+
+def check_conv(node, g, arch) -> list[str]:
+    out = _check_spatial(node, g, arch) + consts_of(node, g)
+    if len(node.inputs) > 1 and node.inputs[1] in g.consts:
+        w = g.consts[node.inputs[1]]
+        shape = g.shapes[node.inputs[0]]
+        group = node.attr("group", 1)
+        if w.shape[1] * group != shape[1]:
+            out.append(f"weights have {w.shape[1]} input channels × group {group}, the input "
+                       f"has {shape[1]}")
+    return out
+
+
+def spatial_linear(ctx: Lowering, x: Tensor, out_name: str, out_shape, wfull: np.ndarray,
+                   bias, strides, dil, pads, macs: int, req_name: str | None = None
+                   ) -> LinearBuilder:
+    """A layer computing ``out[n, co, i, j] = bias[co] + Σ_{kh,kw,c} wfull[kh,kw,co,c] ·
+    x[n, c, i·s + kh·d − pt, j·s + kw·d − pl]`` (zero outside ``x``); returns its builder.
+
+    ``wfull``: (KH, KW, Co, C) dense weights (block-diagonal for groups)."""
+    n = ctx.n
+    N, C = x.shape[:2]
+    S0, S1 = spatial(x.shape)
+    KH, KW, Co, _ = wfull.shape
+    sh, sw = strides
+    dh, dw = dil
+    pt, _, pl, _ = pads
+    Ho, Wo = spatial(out_shape)
+    x4 = Tensor(x.idx.reshape(N, C, S0, S1))
+    gr = groups(x4, (0, 2, 3), (1,), n)
+    bufs = ctx.buffers_of(x)
+    if gr is not None and any(pads) and (KH > 1 or KW > 1) and Ho * Wo > 1 and \
+            not (len(bufs) == 1 and bufs[0].zero is not None):
+        gr = None                                   # copy into a frame with zero margins
+    if gr is None:                                  # channels not stored alike: relayout
+        buf0, t0 = ctx.new_activation(f"{x.name}:relayout", x.shape, zero=True)
+        ctx.begin(buf0, ctx.copy_step(x, t0), nodes=[ctx.node.name])
+        return spatial_linear(ctx, t0, out_name, out_shape, wfull, bias, strides, dil, pads,
+                              macs, req_name)
+    buf, y = ctx.new_activation(out_name, out_shape, zero=ctx.needs_zero(req_name or out_name),
+                                frame=_inherited_frame(ctx, gr, out_shape, strides))
+    F = buf.frame
+    b = LinearBuilder(buf, n)
+    b.macs = macs
+    ctx.begin(buf, b)
+    ctx.set(out_name, y, internal=req_name is not None)
+
+    affine = gr.affine
+    if affine is not None:
+        origin, (sN, s0s, s1s) = affine
+        junk = F.outer == 0 and s0s * sh == F.P * sw * s1s and s1s != 0
+    else:
+        junk = False
+    cols = F.P if junk else Wo
+    nn, rr, cc = (a.ravel() for a in np.meshgrid(np.arange(N), np.arange(Ho), np.arange(cols),
+                                                  indexing="ij"))
+    care = cc < Wo
+    o_pix = F.pixel(nn, rr, cc)
+    lo_vec = int(x.idx.min() // n)
+    hi_vec = int(x.idx.max() // n)
+
+    nblk = -(-Co // n)
+    cb_bias = (KH // 2, KW // 2)
+    slot_lanes = [gr.lanes_of(s) for s in range(gr.slots)]
+
+    def tile_of(kh, kw, s, cob):
+        ks, js = slot_lanes[s]
+        kc = min(n, Co - cob * n)
+        t = np.zeros((n + 1, n))
+        t[1 + js, :kc] = wfull[kh, kw, cob * n:cob * n + kc][:, ks].T
+        return t
+
+    # the tile carrying each block's bias: centre tap, the slot with the most weight
+    bias_slot = {}
+    has_bias = bias is not None and np.any(bias != 0)
+    if has_bias:
+        for cob in range(nblk):
+            mags = [np.abs(tile_of(*cb_bias, s, cob)).sum() for s in range(gr.slots)]
+            bias_slot[cob] = int(np.argmax(mags))
+
+    for kh in range(KH):
+        for kw in range(KW):
+            i0 = rr * sh + kh * dh - pt
+            i1 = cc * sw + kw * dw - pl
+            inside = (i0 >= 0) & (i0 < S0) & (i1 >= 0) & (i1 < S1)
+            if affine is not None:
+                base = origin + nn * sN + i0 * s0s + i1 * s1s
+            else:
+                base = np.where(inside, gr.base[nn, np.clip(i0, 0, S0 - 1),
+                                                 np.clip(i1, 0, S1 - 1)], -1)
+            by_tile: dict[bytes, list] = {}
+            for s in range(gr.slots):
+                xv = base + gr.off[s]
+                valid = inside.copy()
+                if affine is not None:
+                    out_side = ~inside
+                    if out_side.any():
+                        known = np.zeros(len(xv), dtype=bool)
+                        known[out_side] = ctx.zeros.known(xv[out_side])
+                        in_range = (xv >= lo_vec) & (xv <= hi_vec)
+                        valid |= known | (out_side & ~care & in_range)
+                for cob in range(nblk):
+                    tile = tile_of(kh, kw, s, cob)
+                    is_bias = has_bias and (kh, kw) == cb_bias and bias_slot[cob] == s
+                    if is_bias:
+                        kc = min(n, Co - cob * n)
+                        tile[0, :kc] = bias[cob * n:cob * n + kc]
+                        lack = care & ~valid
+                        if lack.any():
+                            b.add(o_pix[lack] + cob, np.full(int(lack.sum()), -1), tile)
+                    elif not tile.any():
+                        continue
+                    entry = by_tile.setdefault(tile.tobytes(), [tile, [], [], []])
+                    entry[1].append(o_pix[valid] + cob)
+                    entry[2].append(xv[valid])
+                    entry[3].append(care[valid])
+            for tile, os, xs, cs in by_tile.values():
+                b.add(np.concatenate(os), np.concatenate(xs), tile, np.concatenate(cs))
+    # logical outputs with no term at all (e.g. every tap in padding, no bias) are zero
+    covered = np.zeros(buf.vectors, dtype=bool)
+    for part in b._parts:
+        covered[part[2]] = True
+    vecs = ctx.vectors_in(y, buf)
+    b.clear = vecs[~covered[vecs]]
+    return b
+
+
+#: A convolution keeps its input's row pitch (computing the extra columns, which nobody reads)
+#: when at most this fraction of the outputs is extra: every tap is then one run.
+JUNK_LIMIT = 0.25
+
+
+def _inherited_frame(ctx: Lowering, gr, out_shape, strides):
+    """The output frame with the input's row pitch, when that makes each tap one run across
+    rows at a small cost in extra columns; None for the default frame of the shape."""
+    if gr.affine is None:
+        return None
+    _, (sN, s0s, s1s) = gr.affine
+    sh, sw = strides
+    default = ctx.frame_for(out_shape)
+    Ho, Wo = spatial(out_shape)
+    if default is None or s1s <= 0 or Ho < 2 or (s0s * sh) % (sw * s1s):
+        return None
+    P = (s0s * sh) // (sw * s1s)
+    if P == default.P or P < default.P or (P - Wo) > JUNK_LIMIT * P:
+        return None
+    return Frame(default.N, default.S0, default.S1, default.Cb, P, default.M)
+
+
+@op("Conv", check=check_conv)
+def conv(node, ctx: Lowering):
+    x = ctx.tensor(node.inputs[0])
+    w = ctx.const(node.inputs[1])
+    bias = ctx.const(node.inputs[2]) if len(node.inputs) > 2 and node.inputs[2] else None
+    kernel, strides, dil, pads = window_attrs(node, x.shape, w.shape[2:])
+    group = int(node.attr("group", 1))
+    Co, Cig = w.shape[:2]
+    C = x.shape[1]
+    if len(x.shape) == 3:
+        w = w.reshape(Co, Cig, 1, w.shape[2])
+    KH, KW = w.shape[2:]
+    wfull = np.zeros((KH, KW, Co, C))
+    cog = Co // group
+    for gi in range(group):
+        wfull[:, :, gi * cog:(gi + 1) * cog, gi * Cig:(gi + 1) * Cig] = \
+            w[gi * cog:(gi + 1) * cog].transpose(2, 3, 0, 1)
+    out_shape = ctx.g.shape(node.outputs[0])
+    macs = int(np.prod(out_shape)) * Cig * KH * KW
+    spatial_linear(ctx, x, node.outputs[0], out_shape, wfull, bias, strides, dil, pads, macs)
+
+
+def check_avgpool(node, g, arch) -> list[str]:
+    out = _check_spatial(node, g, arch)
+    if node.op == "AveragePool" and any(d != 1 for d in node.attr("dilations", []) or []):
+        out.append("dilated average pooling is not supported")
+    return out
+
+
+def _pool_counts(size, out, k, s, p0, p1, include_pad):
+    """Divisor of each output position along one axis."""
+    start = np.arange(out) * s - p0
+    end = np.minimum(start + k, size + p1)
+    if include_pad:
+        return (end - start).astype(np.float64)
+    return (np.minimum(end, size) - np.maximum(start, 0)).astype(np.float64)
+
+
+def average(ctx: Lowering, node, x: Tensor, out_name: str, kernel, strides, pads,
+            include_pad: bool) -> None:
+    """Average pooling: a depthwise convolution of ones whose divisor (per output position,
+    so borders divide by the window part inside the image unless ``include_pad``) is folded
+    into the weights."""
+    N, C = x.shape[:2]
+    S0, S1 = spatial(x.shape)
+    out_shape = ctx.g.shape(out_name)
+    Ho, Wo = spatial(out_shape)
+    KH, KW = kernel
+    wfull = np.zeros((KH, KW, C, C))
+    wfull[:, :, np.arange(C), np.arange(C)] = 1.0
+    tmp = out_name + ":sum"
+    spatial_linear(ctx, x, tmp, out_shape, wfull, None, strides, (1, 1), pads,
+                   int(np.prod(out_shape)) * KH * KW, req_name=out_name)
+    pt, pb, pl, pr = pads
+    c0 = _pool_counts(S0, Ho, KH, strides[0], pt, pb, include_pad)
+    c1 = _pool_counts(S1, Wo, KW, strides[1], pl, pr, include_pad)
+    div = (c0[:, None] * c1[None, :]).reshape((1, 1, Ho, Wo) if len(out_shape) == 4
+                                              else (1, 1, Wo))
+    ctx.fold_affine(tmp, 1.0 / div, 0.0, out_name)
+
+
+@op("AveragePool", check=check_avgpool)
+def average_pool(node, ctx: Lowering):
+    x = ctx.tensor(node.inputs[0])
+    kernel, strides, _, pads = window_attrs(node, x.shape)
+    average(ctx, node, x, node.outputs[0], kernel, strides, pads,
+            bool(node.attr("count_include_pad", 0)))
+
+
+@op("GlobalAveragePool", check=_check_spatial)
+def global_average_pool(node, ctx: Lowering):
+    x = ctx.tensor(node.inputs[0])
+    S0, S1 = spatial(x.shape)
+    average(ctx, node, x, node.outputs[0], (S0, S1), (1, 1), (0, 0, 0, 0), True)
+
+
+def check_reduce_mean(node, g, arch) -> list[str]:
+    shape = g.shapes.get(node.inputs[0])
+    axes = _reduce_axes(node, g)
+    if shape is None or axes is None:
+        return ["axes must be constant"]
+    sp = set(range(2, len(shape)))
+    if spatial(shape) is None or set(a % len(shape) for a in axes) != sp:
+        return [f"only the mean over all spatial axes {sorted(sp)} of a [N,C,H,W] or [N,C,L] "
+                f"tensor is supported (got axes {list(axes)})"]
+    return []
+
+
+def _reduce_axes(node, g):
+    if len(node.inputs) > 1 and node.inputs[1]:
+        a = g.consts.get(node.inputs[1])
+        return None if a is None else [int(v) for v in np.ravel(a)]
+    axes = node.attr("axes")
+    return list(axes) if axes is not None else list(range(len(g.shapes[node.inputs[0]])))
+
+
+@op("ReduceMean", check=check_reduce_mean)
+def reduce_mean(node, ctx: Lowering):
+    x = ctx.tensor(node.inputs[0])
+    S0, S1 = spatial(x.shape)
+    keep = bool(node.attr("keepdims", 1))
+    out = node.outputs[0]
+    kept = (x.shape[0], x.shape[1], *([1] * (len(x.shape) - 2)))
+    if keep:
+        average(ctx, node, x, out, (S0, S1), (1, 1), (0, 0, 0, 0), True)
+        return
+    tmp = out + ":keepdims"
+    ctx.g.shapes[tmp] = kept
+    average(ctx, node, x, tmp, (S0, S1), (1, 1), (0, 0, 0, 0), True)
+    t = ctx.tensor(tmp)
+    ctx.set(out, Tensor(t.idx.reshape(ctx.g.shape(out))))
+
+
+# ---------------------------------------------------------------------------- Gemm, MatMul
+
+def check_gemm(node, g, arch) -> list[str]:
+    out = consts_of(node, g, first=1 if not g.is_const(node.inputs[0]) else 0)
+    if node.op == "MatMul" and g.is_const(node.inputs[0]) and g.is_const(node.inputs[1]):
+        return []
+    if node.op == "MatMul":
+        a, b = node.inputs
+        if not g.is_const(b) and not g.is_const(a):
+            return ["both operands are computed: only products with a constant are supported"]
+        const = g.consts[b] if g.is_const(b) else g.consts[a]
+        if const.ndim > 2 and any(d != 1 for d in const.shape[:-2]):
+            return [f"a batched constant operand ({list(const.shape)}) is not supported"]
+        if g.is_const(a):
+            bshape = g.shapes[b]
+            if len(bshape) < 2:
+                return ["a constant times a vector is not supported"]
+        return []
+    return out
+
+
+def matmul_rows(ctx: Lowering, a: Tensor, out_name: str, out_shape, wmat: np.ndarray,
+                bias_rows: np.ndarray | None, macs: int) -> None:
+    """``out[..., m, :] = a[..., m, :] @ wmat + bias`` where ``bias_rows`` is (1 or M', Nout)
+    broadcast over the rows."""
+    n = ctx.n
+    K, Nout = wmat.shape
+    rank = len(a.shape)
+    gr = groups(a, tuple(range(rank - 1)), (rank - 1,), n)
+    if gr is None:
+        buf0, t0 = ctx.new_activation(f"{a.name}:relayout", a.shape)
+        ctx.begin(buf0, ctx.copy_step(a, t0), nodes=[ctx.node.name])
+        return matmul_rows(ctx, t0, out_name, out_shape, wmat, bias_rows, macs)
+    buf, y = ctx.new_activation(out_name, out_shape)
+    b = LinearBuilder(buf, n)
+    b.macs = macs
+    ctx.begin(buf, b)
+    ctx.set(out_name, y)
+    rows = gr.base.reshape(-1)
+    M = len(rows)
+    yv = (y.idx.reshape(M, Nout) // n)[:, ::n] - buf.start      # first vector of each block
+    nblk = yv.shape[1]
+    uniform = bias_rows is None or bias_rows.shape[0] == 1 or \
+        np.all(bias_rows == bias_rows[0])
+    for s in range(gr.slots):
+        ks, js = gr.lanes_of(s)
+        for cob in range(nblk):
+            kc = min(n, Nout - cob * n)
+            tile = np.zeros((n + 1, n))
+            tile[1 + js, :kc] = wmat[ks, cob * n:cob * n + kc]
+            if s == 0 and bias_rows is not None and uniform:
+                tile[0, :kc] = bias_rows[0, cob * n:cob * n + kc]
+            if not tile.any() and s != 0:
+                continue
+            b.add(yv[:, cob], rows + gr.off[s], tile)
+    if bias_rows is not None and not uniform:
+        full = np.broadcast_to(bias_rows, (M, Nout))
+        for m in range(M):
+            for cob in range(nblk):
+                kc = min(n, Nout - cob * n)
+                tile = np.zeros((n + 1, n))
+                tile[0, :kc] = full[m, cob * n:cob * n + kc]
+                b.add([yv[m, cob]], [-1], tile)
+
+
+@op("Gemm", check=check_gemm)
+def gemm(node, ctx: Lowering):
+    a = ctx.tensor(node.inputs[0])
+    if node.attr("transA", 0):
+        a = Tensor(a.idx.T)
+    w = ctx.const(node.inputs[1])
+    if node.attr("transB", 0):
+        w = w.T
+    alpha, beta = float(node.attr("alpha", 1.0)), float(node.attr("beta", 1.0))
+    out_shape = ctx.g.shape(node.outputs[0])
+    bias = None
+    if len(node.inputs) > 2 and node.inputs[2]:
+        c = ctx.const(node.inputs[2]) * beta
+        bias = np.broadcast_to(c, (out_shape[0] if c.ndim == 2 and c.shape[0] > 1 else 1,
+                                   out_shape[1])).astype(np.float64)
+    macs = int(np.prod(out_shape)) * w.shape[0]
+    matmul_rows(ctx, a, node.outputs[0], out_shape, w * alpha, bias, macs)
+
+
+@op("MatMul", check=check_gemm)
+def matmul(node, ctx: Lowering):
+    a_name, b_name = node.inputs
+    out = node.outputs[0]
+    out_shape = ctx.g.shape(out)
+    if ctx.is_const(b_name):
+        w = ctx.const(b_name)
+        w = w.reshape(w.shape[-2:]) if w.ndim > 2 else w
+        a = ctx.tensor(a_name)
+        if a.idx.ndim == 1:                         # vector × matrix
+            a = Tensor(a.idx.reshape(1, -1))
+            tmp = out + ":row"
+            ctx.g.shapes[tmp] = (1, w.shape[1])
+            matmul_rows(ctx, a, tmp, (1, w.shape[1]), w, None, w.size)
+            ctx.set(out, Tensor(ctx.tensor(tmp).idx.reshape(out_shape)))
+            return
+        macs = int(np.prod(out_shape)) * w.shape[0]
+        matmul_rows(ctx, a, out, out_shape, w, None, macs)
+        return
+    # constant × activation: each output row is a weighted sum of the activation's rows
+    a = ctx.const(a_name)
+    a = a.reshape(a.shape[-2:]) if a.ndim > 2 else a
+    bt = ctx.tensor(b_name)
+    M, K = a.shape
+    buf, y = ctx.new_activation(out, out_shape)
+    lead = bt.idx.shape[:-2]
+    sources = []
+    for k in range(K):
+        src = np.broadcast_to(bt.idx[..., k:k + 1, :], (*lead, M, bt.shape[-1]))
+        sources.append((src, a[:, k][:, None]))
+    b = ctx.gather(buf, y, sources)
+    b.macs = int(np.prod(out_shape)) * K
+    ctx.begin(buf, b)
+    ctx.set(out, y)
+
+
+# ------------------------------------------------------------------------- BatchNormalization
+
+def check_bn(node, g, arch) -> list[str]:
+    out = consts_of(node, g)
+    if node.attr("training_mode", 0):
+        out.append("training mode is not supported (inference only)")
+    shape = g.shapes.get(node.inputs[0])
+    if shape is not None and len(shape) < 2:
+        out.append("input needs a channel axis")
+    return out
+
+
+@op("BatchNormalization", check=check_bn)
+def batch_norm(node, ctx: Lowering):
+    x = ctx.tensor(node.inputs[0])
+    scale, bias, mean, var = (ctx.const(i) for i in node.inputs[1:5])
+    eps = float(node.attr("epsilon", 1e-5))
+    s = scale / np.sqrt(var + eps)
+    t = bias - mean * s
+    shape = [1] * len(x.shape)
+    shape[1] = x.shape[1]
+    ctx.fold_affine(node.inputs[0], s.reshape(shape), t.reshape(shape), node.outputs[0])

@@ -1,0 +1,272 @@
+"""Memory plan: where every buffer lives and what the constants image holds.
+
+* DRAM0: the model's inputs from vector 0 (in input order), then its outputs, then the
+  intermediate buffers that do not stay in local memory, with space reused once a buffer's
+  last reader is done. The flush-probe vectors ``depth-2`` and ``depth-1`` stay free.
+* Local memory (strategies ``local-vars``/``local-vars-and-consts``): an intermediate buffer
+  stays in local memory from its writer to its last reader when it fits next to what the
+  layers in between need for their own work; the rest of local memory is each layer's arena.
+* Constants (DRAM1 from vector 0, or local memory from vector 0 with ``local-consts``), in
+  first-use order, per layer: the SIMD constant vectors and lookup tables, then the weight
+  tiles (bias row then only the rows that can be non-zero), then constant data tensors.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from tcu_hw import numeric
+from tcu_hw.errors import CompileError
+
+from .ir import Buffer, Space
+from .kernels import Layer, Linear, Load, Reduce, Simd, Zero
+
+STRATEGIES = ("local-isolated", "local-vars", "local-consts", "local-vars-and-consts")
+
+
+def sources_of(layer: Layer) -> list[np.ndarray]:
+    """Virtual vectors the layer reads from local memory (per reading step)."""
+    out = []
+    for s in layer.steps:
+        if isinstance(s, Linear):
+            out.append(s.sources())
+        elif isinstance(s, Load):
+            out.append(s.x)
+    return out
+
+
+def acc_buffers(layer: Layer) -> list[Buffer]:
+    """Buffers a layer's steps write in the accumulators, in order of first write."""
+    out: list[Buffer] = []
+    for s in layer.steps:
+        for b in (getattr(s, "out", None), getattr(s, "buf", None), getattr(s, "aux_buf", None)):
+            if b is not None and b not in out:
+                out.append(b)
+    return out
+
+
+@dataclass
+class TileRef:
+    offset: int         # vector offset in the constants image
+    rows: int           # LoadWeights size: rows after the bias row
+
+
+@dataclass
+class LayerConsts:
+    base: int = 0                                   # image offset of the layer's block
+    simd: dict = field(default_factory=dict)        # const key → offset in the block
+    simd_count: int = 0
+    tiles: list = field(default_factory=list)       # per Linear step: [TileRef per tile]
+    tile_base: int = 0
+    tile_count: int = 0
+    saturated: int = 0
+
+
+@dataclass
+class MemoryPlan:
+    image: np.ndarray                               # raw vectors of the constants image
+    layers: list[LayerConsts]
+    dram0_used: int
+    local_top: list[int]                            # per layer: first arena vector
+    consts_to_local: bool
+    saturated_consts: int = 0
+
+
+class Planner:
+    def __init__(self, arch, space: Space, layers: list[Layer], strategy: str,
+                 source: str = "model") -> None:
+        if strategy not in STRATEGIES:
+            raise CompileError(f"strategy {strategy!r} is unknown; allowed: "
+                               + ", ".join(STRATEGIES))
+        self.arch = arch
+        self.n = arch.array_size
+        self.space = space
+        self.layers = layers
+        self.strategy = strategy
+        self.source = source
+        self.local_vars = strategy in ("local-vars", "local-vars-and-consts")
+        self.consts_to_local = strategy in ("local-consts", "local-vars-and-consts")
+
+    # ------------------------------------------------------------------------ lifetimes
+
+    def lifetimes(self) -> dict[int, tuple[int, int]]:
+        """buffer id → (writer layer, last reader layer) for buffers that leave a layer."""
+        out = {}
+        for li, layer in enumerate(self.layers):
+            out[id(layer.out)] = (li, li)
+        for li, layer in enumerate(self.layers):
+            for x in sources_of(layer):
+                if not len(x):
+                    continue
+                for k in np.unique(self.space.owner(np.unique(x))):
+                    b = self.space.buffers[k]
+                    w, _ = out.get(id(b), (-1, -1))
+                    out[id(b)] = (w, max(li, out.get(id(b), (w, w))[1]))
+        return out
+
+    # ------------------------------------------------------------------------- constants
+
+    def const_image(self) -> tuple[np.ndarray, list[LayerConsts], int]:
+        dt = self.arch.dtype
+        n = self.n
+        vecs: list[np.ndarray] = []
+        at = 0
+        info = []
+        saturated = 0
+        data_done: set[int] = set()
+        for layer in self.layers:
+            lc = LayerConsts(base=at)
+            simd_vals = {}
+            for s in layer.steps:
+                if isinstance(s, Simd):
+                    for k, v in s.consts.items():
+                        simd_vals.setdefault(k, v)
+            for k, v in simd_vals.items():
+                lc.simd[k] = at - lc.base
+                vecs.append(np.asarray(v, dtype=np.float64).reshape(1, n))
+                at += 1
+            lc.simd_count = len(simd_vals)
+            lc.tile_base = at
+            for s in layer.steps:
+                refs = []
+                if isinstance(s, Linear):
+                    extent = self._lane_extent(s)
+                    for t, tile in enumerate(s.tiles.values):
+                        nz = np.nonzero(np.any(tile[1:] != 0, axis=1))[0]
+                        rows = max(int(nz[-1]) + 1 if len(nz) else 0, int(extent[t]))
+                        refs.append(TileRef(at, rows))
+                        vecs.append(tile[:rows + 1])
+                        at += rows + 1
+                lc.tiles.append(refs)
+            lc.tile_count = at - lc.tile_base
+            for x in sources_of(layer):
+                if not len(x):
+                    continue
+                for k in np.unique(self.space.owner(np.unique(x))):
+                    b = self.space.buffers[k]
+                    if b.role == "const" and id(b) not in data_done:
+                        data_done.add(id(b))
+                        b.home = ("local" if self.consts_to_local else "dram1", at)
+                        vecs.append(b.data)
+                        at += b.vectors
+            info.append(lc)
+        image = np.concatenate(vecs, axis=0) if vecs else np.zeros((0, n))
+        raw, sat = numeric.to_fixed(image, dt)
+        saturated += sat
+        # per-layer saturation counts (for the summary)
+        for lc, nxt in zip(info, [i.base for i in info[1:]] + [len(image)]):
+            block = image[lc.base:nxt]
+            if not dt.is_float and block.size:
+                r = np.floor(block * float(1 << dt.binary_point) + 0.5)
+                lc.saturated = int(np.count_nonzero((r < dt.min_raw) | (r > dt.max_raw)))
+        return raw, info, saturated
+
+    def _lane_extent(self, s: Linear) -> np.ndarray:
+        """Per tile: 1 + the highest lane that can be non-zero in a vector it multiplies (a
+        tile must load its rows up to there: later rows keep stale weights, harmless only
+        against zero lanes)."""
+        n = self.n
+        ext = np.zeros(len(s.tiles), dtype=np.int64)
+        xs = s.x >= 0
+        if not xs.any():
+            return ext
+        x, t = s.x[xs], s.t[xs]
+        owner = self.space.owner(x)
+        lanes = np.full(len(x), n, dtype=np.int64)
+        for k in np.unique(owner):
+            b = self.space.buffers[k]
+            if b.dirty or b.extent is None:
+                continue
+            sel = owner == k
+            lanes[sel] = b.extent[x[sel] - b.start]
+        np.maximum.at(ext, t, lanes)
+        return ext
+
+    # ---------------------------------------------------------------------------- homes
+
+    def place(self) -> MemoryPlan:
+        A = self.arch
+        image, info, saturated = self.const_image()
+        if self.consts_to_local:
+            if len(image) > A.local_depth - 1:
+                raise CompileError(
+                    f"{self.source}: strategy {self.strategy}: the constants need "
+                    f"{len(image)} vectors of local memory, the architecture has "
+                    f"{A.local_depth - 1} usable (local_depth {A.local_depth} minus the "
+                    f"flush-probe vector); use local-isolated or local-vars")
+            if len(image) > A.local_depth:
+                pass
+        elif len(image) > A.dram1_depth:
+            raise CompileError(f"{self.source}: the constants need {len(image)} vectors of "
+                               f"DRAM1, the architecture has dram1_depth {A.dram1_depth}")
+        life = self.lifetimes()
+        limit = A.dram0_depth - 2
+        at = 0
+        for role in ("input", "output"):
+            for b in self.space.buffers:
+                if b.role == role:
+                    b.home = ("dram0", at)
+                    at += b.vectors
+        if at > limit:
+            raise CompileError(f"{self.source}: the inputs and outputs need {at} vectors of "
+                               f"DRAM0, the architecture has {limit} usable (dram0_depth "
+                               f"{A.dram0_depth} minus the two flush-probe vectors)")
+        base = at
+        local_base = len(image) if self.consts_to_local else 0
+        local_limit = A.local_depth - 1
+        local_top = [local_base] * len(self.layers)
+        free: list[tuple[int, int]] = []        # DRAM0 free list (start, size)
+        top = base
+        dying: dict[int, list[Buffer]] = {}
+        residents: list[tuple[int, int, int]] = []  # (start, end, last layer)
+        for li, layer in enumerate(self.layers):
+            b = layer.out
+            if b.role == "temp" and b.home is None and id(b) in life:
+                _, last = life[id(b)]
+                if self.local_vars and last > li:
+                    slot = self._local_slot(b, li, last, residents, local_base, local_limit)
+                    if slot is not None:
+                        b.home = ("local", slot)
+                        residents.append((slot, slot + b.vectors, last))
+                if b.home is None:
+                    b.home = ("dram0", self._alloc(free, b.vectors, top))
+                    top = max(top, b.home[1] + b.vectors)
+                    if top > limit:
+                        raise CompileError(
+                            f"{self.source}: layer {layer.name!r}: the intermediate tensors "
+                            f"need {top} vectors of DRAM0 at this point, the architecture has "
+                            f"{limit} usable")
+                    dying.setdefault(last, []).append(b)
+            alive = [r for r in residents if r[2] >= li]
+            local_top[li] = max([local_base] + [r[1] for r in alive])
+            for d in dying.pop(li, []):
+                free.append((d.home[1], d.vectors))
+            residents = [r for r in residents if r[2] > li]
+        return MemoryPlan(image, info, top, local_top, self.consts_to_local, saturated)
+
+    @staticmethod
+    def _alloc(free: list, size: int, top: int) -> int:
+        free.sort()
+        for k, (s, sz) in enumerate(free):
+            if sz >= size:
+                free[k] = (s + size, sz - size)
+                return s
+        # merge adjacent free blocks at the top
+        return top
+
+    def _local_slot(self, b: Buffer, li: int, last: int, residents, base: int,
+                    limit: int) -> int | None:
+        """A local address for ``b`` during layers li..last, keeping half of local memory
+        (at least) for the arenas of those layers; None when it does not fit."""
+        reserve = max((limit - base) // 2, 1)
+        alive = sorted((s, e) for s, e, end in residents if end >= li)
+        at = base
+        for s, e in alive:
+            if at + b.vectors <= s:
+                break
+            at = max(at, e)
+        if at + b.vectors > limit - reserve:
+            return None
+        return at
