@@ -150,23 +150,29 @@ class Emitter:
 
         # sizes
         consts_n = lc.simd_count
-        luts = layer.luts
-        lut_vecs = sum(len(v) for _, v in luts)
+        lut_vecs = lc.lut_count
         tiles_n = lc.tile_count
         acc_const = consts_n
         # partitions
-        units = F.row
-        total_rows = -(-F.vectors // units)
         ranges_fn = self._ranges_fn(layer, abufs)
         spans_fn = self._spans_fn(layer, staged)
+        fixed_local = (0 if to_local else consts_n + lut_vecs)
+        arena = arena_hi - arena_lo
+        ntiles = sum(len(refs) for refs in lc.tiles)
+        max_tile = self._max_tile(lc)
 
-        def need(k_rows, double):
+        def need(units, k_rows, double, sample=True):
+            total_rows = -(-F.vectors // units)
             bounds = [(r * units, min(F.vectors, (r + k_rows) * units))
                       for r in range(0, total_rows, k_rows)]
+            picks = range(len(bounds))
+            if sample and len(bounds) > 48:         # partitions are alike; check a sample
+                picks = sorted(set(np.linspace(0, len(bounds) - 1, 48).astype(int)))
             acc = 0
             loc = {b: 0 for b in staged}
             outv = 0
-            for a, b in bounds:
+            for j in picks:
+                a, b = bounds[j]
                 R = ranges_fn(a, b)
                 acc = max(acc, sum(hi - lo for lo, hi in R.values()))
                 for buf, stg in spans_fn(R).items():
@@ -176,55 +182,71 @@ class Emitter:
             local = sum(loc.values()) * mult + (0 if F_local else outv * mult)
             return acc + acc_const, local, bounds, loc, outv
 
-        fixed_local = (0 if to_local else consts_n + lut_vecs)
-        arena = arena_hi - arena_lo
-        ntiles = sum(len(refs) for refs in lc.tiles)
-        max_tile = self._max_tile(lc)
-        candidates = []
-        for mode in (["none"] if to_local else ["all", "stream"]):
-            if mode == "stream" and tiles_n <= 2 * max_tile:
-                continue
-            for double in (True, False):
-                def feasible(k):
-                    acc, local, *_ = need(k, double)
-                    room = arena - fixed_local - local
-                    if acc > A.accumulator_depth:
-                        return False
-                    if mode == "all":
-                        return room >= tiles_n
-                    if mode == "stream":
-                        return room >= 2 * max_tile
-                    return room >= 0
-                lo_k, hi_k, best = 1, total_rows, None
-                while lo_k <= hi_k:
-                    mid = (lo_k + hi_k) // 2
-                    if feasible(mid):
-                        best, lo_k = mid, mid + 1
-                    else:
-                        hi_k = mid - 1
-                if best is None:
+        def fits(acc, local, mode):
+            room = arena - fixed_local - local
+            if acc > A.accumulator_depth:
+                return False
+            if mode == "all":
+                return room >= tiles_n
+            if mode == "stream":
+                return room >= 2 * max_tile
+            return room >= 0
+
+        def search(units):
+            total_rows = -(-F.vectors // units)
+            found = []
+            for mode in (["none"] if to_local else ["all", "stream"]):
+                if mode == "stream" and tiles_n <= 2 * max_tile:
                     continue
-                parts = -(-total_rows // best)
-                _, local, _, loc_, _ = need(best, double)
-                tile_dram = tiles_n * (parts if mode == "stream" else 1)
-                if mode == "stream":
-                    chunk = max(1, (arena - fixed_local - local) // 2)
-                    tile_dram += parts * (-(-tiles_n // chunk))
-                cost = 2 * ntiles * parts + parts * (len(staged) + 2) + \
-                    (tile_dram + parts * sum(loc_.values())) / 16 + (0 if double else parts)
-                candidates.append((cost, mode, double, best))
+                for double in (True, False):
+                    lo_k, hi_k, best = 1, total_rows, None
+                    while lo_k <= hi_k:
+                        mid = (lo_k + hi_k) // 2
+                        acc, local, *_ = need(units, mid, double)
+                        if fits(acc, local, mode):
+                            best, lo_k = mid, mid + 1
+                        else:
+                            hi_k = mid - 1
+                    while best is not None:         # confirm on every partition
+                        acc, local, *_ = need(units, best, double, sample=False)
+                        if fits(acc, local, mode):
+                            break
+                        best = best - 1 if best > 1 else None
+                    if best is None:
+                        continue
+                    parts = -(-total_rows // best)
+                    _, local, _, loc_, _ = need(units, best, double)
+                    tile_dram = tiles_n * (parts if mode == "stream" else 1)
+                    if mode == "stream":
+                        chunk = max(1, (arena - fixed_local - local) // 2)
+                        tile_dram += parts * (-(-tiles_n // chunk))
+                    cost = 2 * ntiles * parts + parts * (len(staged) + 2) + \
+                        (tile_dram + parts * sum(loc_.values())) / 16 + \
+                        (0 if double else parts)
+                    found.append((cost, mode, double, best, units))
+            return found
+
+        unit_choices = [F.row]
+        small = F.frame.Cb if F.frame is not None else 1
+        if small < F.row:
+            unit_choices.append(small)
+        for units in unit_choices:
+            candidates = search(units)
+            if candidates:
+                break
         if not candidates:
-            acc, local, *_ = need(1, False)
-            self.fail(layer, f"does not fit: one partition of one row ({units} vectors) needs "
-                             f"{acc} accumulator vectors (the architecture has "
-                             f"{A.accumulator_depth}) and {local + fixed_local} local vectors "
-                             f"besides weights (the arena has {arena})")
-        _, *chosen = min(candidates, key=lambda c: c[0])
-        mode, double, k_rows = chosen
+            acc, local, *_ = need(unit_choices[-1], 1, False, sample=False)
+            self.fail(layer, f"does not fit: the smallest partition ({unit_choices[-1]} "
+                             f"vectors of {F.vectors}) needs {acc} accumulator vectors (the "
+                             f"architecture has {A.accumulator_depth}) and "
+                             f"{local + fixed_local} local vectors besides weights (the arena "
+                             f"has {arena}, weights need {tiles_n})")
+        _, mode, double, k_rows, units = min(candidates, key=lambda c: c[0])
+        total_rows = -(-F.vectors // units)
         if self.debug:
             print(f"layer {layer.name}: mode {mode} double {double} rows {k_rows}/{total_rows}"
                   f" arena {arena} staged {[b.name for b in staged]} F_local {F_local}")
-        acc_need, local_need, bounds, loc, outv = need(k_rows, double)
+        acc_need, local_need, bounds, loc, outv = need(units, k_rows, double, sample=False)
         st.partitions = len(bounds)
 
         # local arena layout
@@ -252,13 +274,15 @@ class Emitter:
 
         # prologue: constants into local, then into the accumulators; LUTs; resident tiles
         self._stream_base = tile_local
-        if consts_n:
+        self._lut_local = lc.base if to_local else const_local
+        if consts_n + lut_vecs:
             if to_local:
                 src = lc.base
             else:
-                self.move(DataMoveKind.DRAM1_TO_LOCAL, const_local, lc.base, consts_n)
+                self.move(DataMoveKind.DRAM1_TO_LOCAL, const_local, lc.base, consts_n + lut_vecs)
                 src = const_local
-            self.move(DataMoveKind.LOCAL_TO_ACC, src, 0, consts_n)
+            if consts_n:
+                self.move(DataMoveKind.LOCAL_TO_ACC, src, 0, consts_n)
         tile_addr = self._tile_addresses(lc, mode, tile_local, to_local)
         if mode == "all" and tiles_n:
             self.move(DataMoveKind.DRAM1_TO_LOCAL, tile_local, lc.tile_base, tiles_n)
@@ -348,29 +372,32 @@ class Emitter:
         """(a, b) of the final buffer → {acc buffer: (lo, hi)} vectors this partition needs."""
         F = layer.out
         steps = layer.steps
-        simd_aux = [s for s in steps if isinstance(s, Simd) and s.aux_buf is not None]
 
         def ranges(a, b):
             R = {F: (a, b)}
-            for s in reversed(steps):
-                if isinstance(s, Reduce) and s.out in R:
-                    lo, hi = R[s.out]
-                    idx = s.indices[s.indptr[lo]:s.indptr[hi]]
-                    if len(idx):
-                        R[s.src] = (int(idx.min()), int(idx.max()) + 1)
-                    else:
-                        R[s.src] = (0, 0)
-            for s in simd_aux:
-                if s.buf in R:
-                    lo, hi = R[s.buf]
-                    i0, i1 = np.searchsorted(s.o, [lo, hi])
-                    if i1 > i0:
-                        aux = s.aux[i0:i1]
-                        old = R.get(s.aux_buf)
-                        new = (int(aux.min()), int(aux.max()) + 1)
-                        if old and old[1] > old[0]:
-                            new = (min(old[0], new[0]), max(old[1], new[1]))
-                        R[s.aux_buf] = new
+
+            def widen(buf, lo, hi):
+                old = R.get(buf)
+                if old and old[1] > old[0]:
+                    lo, hi = min(old[0], lo), max(old[1], hi)
+                R[buf] = (lo, hi)
+
+            for _ in range(len(steps) + 1):         # until the ranges stop growing
+                before = dict(R)
+                for s in reversed(steps):
+                    if isinstance(s, Reduce) and s.out in R:
+                        lo, hi = R[s.out]
+                        idx = s.indices[s.indptr[lo]:s.indptr[hi]]
+                        if len(idx):
+                            widen(s.src, int(idx.min()), int(idx.max()) + 1)
+                    elif isinstance(s, Simd) and s.aux_buf is not None and s.buf in R:
+                        lo, hi = R[s.buf]
+                        i0, i1 = np.searchsorted(s.o, [lo, hi])
+                        if i1 > i0:
+                            aux = s.aux[i0:i1]
+                            widen(s.aux_buf, int(aux.min()), int(aux.max()) + 1)
+                if R == before:
+                    break
             for buf in abufs:
                 R.setdefault(buf, (0, 0))
             return R
@@ -507,6 +534,10 @@ class Emitter:
         for item in setup:
             if item[0] == "zero":
                 self.out.append(SIMD(Op.ZERO, 0, 0, item[1]))
+            elif item[0] == "lut":
+                off, count, per = lc.lut[item[1]]
+                for t in range(count):
+                    self.out.append(LoadLUT(self._lut_local + off + t * per, 0, t))
             else:
                 _, reg, key = item
                 self.out.append(SIMD(Op.MOVE, 0, 0, reg, read_address=lc.simd[key],
@@ -550,8 +581,8 @@ class Emitter:
                 self.out.append(SIMD(Op.MOVE, 0, 0, 1, read_address=w[0], read=True))
                 chain = w[1:]
             for a in chain[:-1]:
-                self.out.append(SIMD(Op.MAX, 0, 1, 1, read_address=a, read=True))
-            self.out.append(SIMD(Op.MAX, 0, 1, 0, read_address=chain[-1], write_address=o,
+                self.out.append(SIMD(s.op, 0, 1, 1, read_address=a, read=True))
+            self.out.append(SIMD(s.op, 0, 1, 0, read_address=chain[-1], write_address=o,
                                  read=True, write=True))
 
     def _emit_zero(self, s: Zero, R, acc_at) -> None:

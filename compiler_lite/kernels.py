@@ -193,14 +193,15 @@ class Simd:
 
 @dataclass(eq=False)
 class Reduce:
-    """``out[o] = max over src[window]`` by a chain of SIMD Max through register 1
-    (``relu``: the chain starts from zero, which also applies a ReLU)."""
+    """``out[o] = op over src[window]`` (op = SIMD Max or Add) by a chain through register 1
+    (``relu``, for Max: the chain starts from zero, which also applies a ReLU)."""
 
     out: Buffer
     src: Buffer
     indptr: np.ndarray          # CSR over out vectors 0..out.vectors-1
     indices: np.ndarray         # src vector indices
     relu: bool = False
+    op: int = 15                # SimdOp.MAX
 
 
 @dataclass(eq=False)

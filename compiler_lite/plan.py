@@ -58,6 +58,8 @@ class LayerConsts:
     base: int = 0                                   # image offset of the layer's block
     simd: dict = field(default_factory=dict)        # const key → offset in the block
     simd_count: int = 0
+    lut: dict = field(default_factory=dict)         # table key → (offset, tables, vectors each)
+    lut_count: int = 0                              # vectors of lookup tables after the consts
     tiles: list = field(default_factory=list)       # per Linear step: [TileRef per tile]
     tile_base: int = 0
     tile_count: int = 0
@@ -128,6 +130,19 @@ class Planner:
                 vecs.append(np.asarray(v, dtype=np.float64).reshape(1, n))
                 at += 1
             lc.simd_count = len(simd_vals)
+            per = -(-self.arch.lut_depth // n) if self.arch.lut_depth else 0
+            for s in layer.steps:
+                if isinstance(s, Simd):
+                    for k, tables in getattr(s, "luts", {}).items():
+                        if k in lc.lut:
+                            continue
+                        lc.lut[k] = (at - lc.base, len(tables), per)
+                        for table in tables:
+                            block = np.zeros(per * n)
+                            block[:len(table)] = table
+                            vecs.append(block.reshape(per, n))
+                            at += per
+                            lc.lut_count += per
             lc.tile_base = at
             for s in layer.steps:
                 refs = []

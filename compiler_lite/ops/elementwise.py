@@ -36,7 +36,12 @@ def _check_binary(node, g, arch) -> list[str]:
     if g.is_const(a) and g.is_const(b):
         return []
     if node.op == "Div" and not g.is_const(b):
-        return ["division by a computed tensor needs lookup tables (not supported)"]
+        if arch.lut_count < 1 or arch.lut_depth < 2 or arch.simd_registers_depth < 2:
+            return ["division by a computed tensor needs lookup tables (a reciprocal table): "
+                    "the architecture must have lut_count ≥ 1, lut_depth ≥ 2 and "
+                    "simd_registers_depth ≥ 2"]
+        if g.is_const(a):
+            return []
     if node.op in ("Mul", "Max", "Min") and not g.is_const(a) and not g.is_const(b):
         for x in (a, b):
             if g.shapes.get(x) != out:
@@ -73,7 +78,38 @@ def binary(node, ctx: Lowering):
         return add_sub(ctx, node, a, b, -1.0 if node.op == "Sub" else 1.0)
     if node.op == "Mul":
         return pairwise(ctx, node, a, b, Op.MULTIPLY)
-    ctx.fail("division by a computed tensor is not supported")
+    return divide(ctx, node, a, b)
+
+
+def divide(ctx: Lowering, node, a: str, b: str) -> None:
+    """a / b = a · reciprocal(b), the reciprocal from a lookup table."""
+    from types import SimpleNamespace
+
+    from .lut import lut_pass
+    recip = f"{b}:reciprocal:{node.name}"
+    layer, t = ctx.in_acc(b) if ctx.extend(b) is not None else \
+        ctx.copy_layer(ctx.tensor(b), recip)
+    fake = SimpleNamespace(op="Reciprocal", name=node.name, attr=lambda k, d=None: d,
+                           label=node.label)
+    lut_pass(ctx, layer, t, fake)
+    ctx.set(recip, Tensor(t.idx), internal=True)
+    if ctx.is_const(a):
+        ca = ctx.const(a)
+        shape = ctx.g.shape(node.outputs[0])
+        _scale_in_place(ctx, node, recip, np.broadcast_to(ca, shape))
+        return
+    pairwise(ctx, node, a, recip, Op.MULTIPLY)
+
+
+def _scale_in_place(ctx: Lowering, node, name: str, c) -> None:
+    """Multiply ``name`` by a constant in place with SIMD (after a nonlinearity)."""
+    layer, t = ctx.in_acc(name)
+    vecs, group, pats = _lane_consts(ctx, t, layer.out, c)
+    for k, vec in pats.items():
+        key = f"scale:{node.name}:{k}"
+        layer.steps.append(Simd(layer.out, vecs[group == k], [("const", 1, key)],
+                                [SimdOp(Op.MULTIPLY, 0, 1, 0)], consts={key: vec}))
+    ctx.set(node.outputs[0], Tensor(t.idx))
 
 
 def expand(ctx: Lowering, node, x: str, shape) -> str:
@@ -268,5 +304,11 @@ def prelu(node, ctx: Lowering):
     try:
         slope = np.broadcast_to(slope, x.shape)
     except ValueError:
-        ctx.fail(f"slope shape {list(slope.shape)} does not broadcast to {list(x.shape)}")
+        if slope.ndim == 1 and len(x.shape) > 1 and slope.size == x.shape[1]:
+            # opset < 7: one slope per channel
+            slope = np.broadcast_to(slope.reshape((1, -1) + (1,) * (len(x.shape) - 2)),
+                                    x.shape)
+        else:
+            ctx.fail(f"slope shape {list(slope.shape)} does not broadcast to "
+                     f"{list(x.shape)}")
     leaky(ctx, node, node.inputs[0], slope)

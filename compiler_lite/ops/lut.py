@@ -1,0 +1,211 @@
+"""Unary functions through the SIMD lookup tables (TCU.md §4.6; the architecture needs
+``lut_count ≥ 1``).
+
+A function is approximated piecewise-linearly on keys spread over its interesting range (and
+one key at the lowest representable value, so everything below the range falls in a first,
+wide segment): with two value tables (``lut_count ≥ 2``) and three registers, ``Lookup``
+gives the distance to the key below, that key's value and the segment's slope, and two more
+instructions compute ``value + slope·distance``. With one table (or two registers) the table
+holds each segment's mid value (piecewise constant). The largest error of the approximation
+against the exact function, measured on a fine grid in the data type, goes into the compile
+notes.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from tcu_hw import numeric
+from tcu_hw.isa import SimdOp as Op
+
+from ..ir import Tensor
+from ..kernels import Simd, SimdOp
+from ..lower import Lowering
+from ..registry import op
+
+
+def _sigmoid(x):
+    return 0.5 * (1.0 + np.tanh(0.5 * x))
+
+
+def _erf(x):
+    return np.vectorize(math.erf, otypes=[float])(x)
+
+
+def _elu(alpha):
+    return lambda x: np.where(x > 0, x, alpha * np.expm1(np.minimum(x, 0)))
+
+
+#: name → (function of the node, grid: "linear" or "log", lo, hi); lo/hi are clipped to the
+#: data type's range. "log" spaces keys geometrically away from zero (steep near 0).
+def _spec(node):
+    a = node.attr
+    op_ = node.op
+    if op_ == "Sigmoid":
+        return _sigmoid, "linear", -8.0, 8.0
+    if op_ == "Tanh":
+        return np.tanh, "linear", -4.0, 4.0
+    if op_ == "Exp":
+        return np.exp, "linear", -8.0, None
+    if op_ == "Log":
+        return lambda x: np.log(np.maximum(x, 1e-30)), "log", None, None
+    if op_ == "Softplus":
+        return lambda x: np.logaddexp(0.0, x), "linear", -8.0, 8.0
+    if op_ == "Softsign":
+        return lambda x: x / (1.0 + np.abs(x)), "linear", -16.0, 16.0
+    if op_ == "Elu":
+        return _elu(float(a("alpha", 1.0))), "linear", -8.0, 8.0
+    if op_ == "Celu":
+        alpha = float(a("alpha", 1.0))
+        return (lambda x: np.maximum(0, x) + np.minimum(0, alpha * np.expm1(x / alpha))), \
+            "linear", -8.0 * alpha, 8.0
+    if op_ == "Selu":
+        alpha = float(a("alpha", 1.67326319217681884765625))
+        gamma = float(a("gamma", 1.05070102214813232421875))
+        return (lambda x: gamma * _elu(alpha)(x)), "linear", -8.0, 8.0
+    if op_ == "HardSwish":
+        return (lambda x: x * np.clip(x / 6.0 + 0.5, 0.0, 1.0)), "linear", -4.0, 4.0
+    if op_ == "Erf":
+        return _erf, "linear", -4.0, 4.0
+    if op_ == "Gelu":
+        if a("approximate", "none") == "tanh":
+            return (lambda x: 0.5 * x * (1 + np.tanh(0.7978845608028654 *
+                                                     (x + 0.044715 * x ** 3)))), "linear", \
+                -6.0, 6.0
+        return (lambda x: 0.5 * x * (1 + _erf(x / math.sqrt(2)))), "linear", -6.0, 6.0
+    if op_ == "Mish":
+        return (lambda x: x * np.tanh(np.logaddexp(0.0, x))), "linear", -8.0, 8.0
+    if op_ == "Sqrt":
+        return lambda x: np.sqrt(np.maximum(x, 0.0)), "log", None, None
+    if op_ == "Reciprocal":
+        return lambda x: 1.0 / np.where(x == 0, 1e-30, x), "log", None, None
+    raise KeyError(op_)
+
+
+def tables(fn, grid: str, lo, hi, arch, pwl: bool):
+    """Raw lookup tables for ``fn``: [keys, values, slopes] (PWL) or [keys, mid values]."""
+    dt = arch.dtype
+    D = arch.lut_depth
+    one = 1.0 if dt.is_float else float(2 ** dt.binary_point)
+    vmax = (dt.max_raw / one) if not dt.is_float else 65504.0
+    vmin = (dt.min_raw / one) if not dt.is_float else -65504.0
+    res = 1.0 / one
+    if grid == "linear":
+        lo = max(vmin, lo) if lo is not None else vmin
+        hi = min(vmax, hi) if hi is not None else math.log(vmax) if fn is np.exp else vmax
+        inner = np.linspace(lo, hi, max(D - 1, 1))
+    else:                                   # geometric away from zero, both signs
+        lo = res
+        m = max(D - 1, 2)
+        half = m // 2
+        pos = np.geomspace(lo, vmax, m - half)
+        neg = -np.geomspace(lo, vmax, half)[::-1]
+        inner = np.concatenate([neg, pos])
+    keys = np.concatenate([[vmin], inner])
+    keys_raw, _ = numeric.to_fixed(keys, dt)
+    keys_raw = np.unique(keys_raw)
+    while len(keys_raw) < D:                # small types: repeat the last key
+        keys_raw = np.concatenate([keys_raw, keys_raw[-1:]])
+    keys_raw = keys_raw[:D]
+    kf = numeric.to_float(keys_raw, dt)
+    nxt = np.concatenate([kf[1:], [vmax]])
+    with np.errstate(all="ignore"):
+        fk = np.clip(np.nan_to_num(fn(kf), nan=0.0, posinf=vmax, neginf=vmin), vmin, vmax)
+        fn_ = np.clip(np.nan_to_num(fn(nxt), nan=0.0, posinf=vmax, neginf=vmin), vmin, vmax)
+    if pwl:
+        width = np.where(nxt > kf, nxt - kf, 1.0)
+        slope = np.clip((fn_ - fk) / width, vmin, vmax)
+        out = [kf, fk, slope]
+    else:
+        mid = np.clip(np.nan_to_num(fn((kf + nxt) / 2), nan=0.0), vmin, vmax)
+        out = [kf, mid]
+    return [numeric.to_float(numeric.to_fixed(t, dt)[0], dt) for t in out]
+
+
+def evaluate(tabs, x, arch, pwl: bool) -> np.ndarray:
+    """What the hardware computes for raw inputs ``x`` with these tables (for error notes)."""
+    from tcu_hw import alu
+    dt = arch.dtype
+    raw = [numeric.to_fixed(t, dt)[0] for t in tabs]
+    diff, vals = alu.lookup(x, np.stack(raw), dt)
+    if pwl:
+        return numeric.add(numeric.mul(diff, vals[1], dt), vals[0], dt)
+    return vals[0]
+
+
+def lut_pass(ctx: Lowering, layer, t: Tensor | None, node, fn=None, grid=None, lo=None,
+             hi=None, buf=None, vecs=None) -> Simd:
+    """Append a pass computing f(x) in place on the vectors of ``t`` in ``layer`` (or on
+    ``vecs`` of accumulator buffer ``buf``)."""
+    arch = ctx.arch
+    if fn is None:
+        fn, grid, lo, hi = _spec(node)
+    pwl = arch.lut_count >= 2 and arch.simd_registers_depth >= 3
+    tabs = tables(fn, grid, lo, hi, arch, pwl)
+    key = f"lut:{node.name}:{node.op}"
+    buf = buf if buf is not None else layer.out
+    vecs = vecs if vecs is not None else ctx.vectors_in(t, buf)
+    if pwl:
+        body = [SimdOp(Op.LOOKUP, 0, 0, 1, read="self", write=None),
+                SimdOp(Op.MULTIPLY, 1, 3, 1, read=None, write=None),
+                SimdOp(Op.ADD, 1, 2, 0, read=None, write="self")]
+    else:
+        body = [SimdOp(Op.LOOKUP, 0, 0, 1, read="self", write=None),
+                SimdOp(Op.MOVE, 2, 0, 0, read=None, write="self")]
+    step = Simd(buf, vecs, [("lut", key)], body)
+    step.luts = {key: tabs}
+    layer.steps.append(step)
+    buf.dirty = True                            # f(0) need not be 0
+    # how good is the approximation, in the data type?
+    dt = arch.dtype
+    if not dt.is_float:
+        grid_x = np.arange(dt.min_raw, dt.max_raw + 1, max(1, (dt.max_raw - dt.min_raw) // 20000))
+        xf = numeric.to_float(grid_x, dt)
+        got = numeric.to_float(evaluate(tabs, grid_x, arch, pwl), dt)
+        with np.errstate(all="ignore"):
+            want = np.clip(np.nan_to_num(fn(xf), nan=0.0), dt.min_raw / 2 ** dt.binary_point,
+                           dt.max_raw / 2 ** dt.binary_point)
+        span = (xf > (lo if lo is not None else -np.inf)) & \
+            (xf < (hi if hi is not None else np.inf)) if grid == "linear" else xf > 0
+        err = float(np.max(np.abs(got - want)[span])) if span.any() else 0.0
+        ctx.notes.append(f"{node.label}: {'piecewise-linear' if pwl else 'piecewise-constant'} "
+                         f"table of {arch.lut_depth} entries, max error {err:.4f} on its range")
+    return step
+
+
+def check_lut(node, g, arch) -> list[str]:
+    if arch.lut_depth < 2:
+        return [f"needs lookup tables: lut_depth must be ≥ 2 (it is {arch.lut_depth})"]
+    if arch.simd_registers_depth < 2:
+        return ["needs at least 2 SIMD registers for a table lookup "
+                f"(simd_registers_depth is {arch.simd_registers_depth})"]
+    return []
+
+
+@op("Sigmoid", "Tanh", "Exp", "Log", "Softplus", "Softsign", "Elu", "Celu", "Selu", "HardSwish",
+    "Erf", "Gelu", "Mish", "Sqrt", "Reciprocal", check=check_lut, needs_lut=True)
+def unary(node, ctx: Lowering):
+    layer, t = ctx.in_acc(node.inputs[0])
+    lut_pass(ctx, layer, t, node)
+    ctx.set(node.outputs[0], Tensor(t.idx))
+
+
+@op("HardSigmoid")
+def hard_sigmoid(node, ctx: Lowering):
+    """max(0, min(1, αx + β)): an affine map folded into weights, then a clip."""
+    from .elementwise import clip
+    alpha, beta = float(node.attr("alpha", 0.2)), float(node.attr("beta", 0.5))
+    tmp = f"{node.outputs[0]}:affine"
+    ctx.fold_affine(node.inputs[0], alpha, beta, tmp)
+    ctx.internal.add(tmp)
+    clip(ctx, node, tmp, 0.0, 1.0)
+
+
+@op("Abs")
+def absolute(node, ctx: Lowering):
+    layer, t = ctx.in_acc(node.inputs[0])
+    layer.steps.append(Simd(layer.out, ctx.vectors_in(t, layer.out), [],
+                            [SimdOp(Op.ABS, 0, 0, 0)]))
+    ctx.set(node.outputs[0], Tensor(t.idx))

@@ -1,0 +1,210 @@
+"""Softmax and LogSoftmax (need lookup tables for exp, and 1/x or log).
+
+``softmax(x) = exp(x − m) / Σ exp(x − m)`` with ``m`` the row maximum, so nothing overflows.
+How a row is reduced depends on where its elements sit:
+
+* across vectors, one lane (e.g. over W of an NHWC tensor): element-wise SIMD chains (Max,
+  then Add) give every lane its own row's maximum and sum; one layer.
+* across lanes (e.g. over the channels): the array broadcasts each element to all lanes
+  (one MatMul per element, with a tile that copies lane l to every lane), a SIMD Max chain
+  over those vectors gives the maximum in every lane; after ``exp`` the sum across lanes is
+  one MatMul per vector with a tile of ones. The sum needs the exponentials in local
+  memory, so this takes two layers (three for LogSoftmax).
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+
+from tcu_hw.isa import SimdOp as Op
+
+from ..ir import Tensor
+from ..kernels import LinearBuilder, Load, Reduce, Simd, SimdOp
+from ..lower import Lowering
+from ..registry import op
+from .lut import check_lut, lut_pass
+
+
+def _fn(node, op_name):
+    return SimpleNamespace(op=op_name, name=node.name, attr=lambda k, d=None: d,
+                           label=node.label)
+
+
+def _rows(ctx: Lowering, t: Tensor, axis: int):
+    """(vector, lane) of every element as (rows, K) arrays, the reduced axis last."""
+    idx = np.moveaxis(t.idx, axis, -1)
+    K = idx.shape[-1]
+    return np.divmod(idx.reshape(-1, K), ctx.n)
+
+
+def _csr(groups_of_vectors: list[np.ndarray], src_start: int):
+    indptr = np.cumsum([0] + [len(g) for g in groups_of_vectors])
+    indices = np.concatenate(groups_of_vectors) - src_start if groups_of_vectors else \
+        np.zeros(0, dtype=np.int64)
+    return indptr.astype(np.int64), indices.astype(np.int64)
+
+
+def _pair(buf, o_vecs, aux_of) -> tuple[np.ndarray, np.ndarray]:
+    o = np.asarray(o_vecs, dtype=np.int64)
+    order = np.argsort(o)
+    return o[order], np.asarray(aux_of, dtype=np.int64)[order]
+
+
+def _bcast_simd(buf, o, aux, aux_buf, simd_op) -> Simd:
+    """``x[o] = op(x[o], aux[o])`` with the aux vector moved into register 1 first."""
+    o, aux = _pair(buf, o, aux)
+    body = [SimdOp(Op.MOVE, 0, 0, 1, read="aux", write=None),
+            SimdOp(simd_op, 0, 1, 0, read="self", write="self")]
+    return Simd(buf, o, [], body, aux, aux_buf)
+
+
+def _across_vectors(ctx: Lowering, node, x: str, vec, log: bool) -> None:
+    """Every row is one lane of a set of vectors (several rows share those vectors)."""
+    out = node.outputs[0]
+    layer, t = ctx.copy_layer(ctx.tensor(x), out)
+    X = layer.out
+    # redo the analysis on the copy: vectors of each row group, relative to X
+    v2, _ = _rows(ctx, t, node._axis)
+    seqs, inv = np.unique(v2 - X.start, axis=0, return_inverse=True)
+    inv = inv.ravel()
+    G = len(seqs)
+    groups = [np.asarray(s) for s in seqs]
+    M = ctx.space.new(f"{out}:max", G)
+    S = ctx.space.new(f"{out}:sum", G)
+    indptr, indices = _csr(groups, 0)
+    layer.steps.append(Reduce(M, X, indptr, indices, op=Op.MAX))
+    member = np.concatenate(groups)
+    group_of = np.repeat(np.arange(G), [len(g) for g in groups])
+    layer.steps.append(_bcast_simd(X, member, group_of, M, Op.SUBTRACT))
+    if log:
+        E = ctx.space.new(f"{out}:exp", X.vectors)
+        o, a = _pair(X, member, member)
+        layer.steps.append(Simd(X, o, [], [SimdOp(Op.MOVE, 0, 0, 0, read="self",
+                                                  write="aux")], a, E))
+        lut_pass(ctx, layer, None, _fn(node, "Exp"), buf=E, vecs=np.unique(member))
+        layer.steps.append(Reduce(S, E, indptr, indices, op=Op.ADD))
+        lut_pass(ctx, layer, None, _fn(node, "Log"), buf=S, vecs=np.arange(G))
+        layer.steps.append(_bcast_simd(X, member, group_of, S, Op.SUBTRACT))
+    else:
+        lut_pass(ctx, layer, None, _fn(node, "Exp"), buf=X, vecs=np.unique(member))
+        layer.steps.append(Reduce(S, X, indptr, indices, op=Op.ADD))
+        lut_pass(ctx, layer, None, _fn(node, "Reciprocal"), buf=S, vecs=np.arange(G))
+        layer.steps.append(_bcast_simd(X, member, group_of, S, Op.MULTIPLY))
+    X.dirty = True
+    ctx.set(out, Tensor(t.idx))
+
+
+def _lane_tile(n, lanes_in, broadcast_lane=None) -> np.ndarray:
+    tile = np.zeros((n + 1, n))
+    if broadcast_lane is not None:
+        tile[1 + broadcast_lane, :] = 1.0
+    else:
+        tile[1 + np.asarray(lanes_in), :] = 1.0
+    return tile
+
+
+def _across_lanes(ctx: Lowering, node, x: str, vec, lane, log: bool) -> None:
+    """Each vector holds elements of one row only; rows may span several vectors."""
+    n = ctx.n
+    out = node.outputs[0]
+    t = ctx.tensor(x)
+    R, K = vec.shape
+    row_vecs = [np.unique(vec[r]) for r in range(R)]
+    # layer 1: m by broadcasting every element to all lanes, max chain; d = x - m
+    d_name = f"{out}:shifted"
+    buf_d, td = ctx.new_activation(d_name, t.shape)
+    B = ctx.space.new(f"{out}:bcast", R * K)
+    M = ctx.space.new(f"{out}:max", R)
+    b = LinearBuilder(B, n)
+    for l in range(n):
+        sel = lane == l
+        if sel.any():
+            rr, kk = np.nonzero(sel)
+            b.add(rr * K + kk, vec[rr, kk], _lane_tile(n, None, l))
+    layer = ctx.begin(B, b)
+    layer.out = buf_d
+    indptr = np.arange(R + 1, dtype=np.int64) * K
+    layer.steps.append(Reduce(M, B, indptr, np.arange(R * K, dtype=np.int64), op=Op.MAX))
+    pairs = np.unique(np.stack([td.idx.reshape(-1) // n, t.idx.reshape(-1) // n]), axis=1)
+    layer.steps.append(Load(buf_d, pairs[0] - buf_d.start, pairs[1]))
+    dv, _ = _rows(ctx, td, node._axis)
+    member = np.concatenate([np.unique(dv[r]) for r in range(R)]) - buf_d.start
+    row_of = np.concatenate([np.full(len(np.unique(dv[r])), r) for r in range(R)])
+    layer.steps.append(_bcast_simd(buf_d, member, row_of, M, Op.SUBTRACT))
+    if not log:
+        lut_pass(ctx, layer, None, _fn(node, "Exp"), buf=buf_d, vecs=np.unique(member))
+    buf_d.dirty = True
+    ctx.set(d_name, td, internal=True)
+    src = td
+    if log:                                   # layer 2: e = exp(d) next to d
+        e_name = f"{out}:exp"
+        layer, te = ctx.copy_layer(td, e_name)
+        lut_pass(ctx, layer, te, _fn(node, "Exp"))
+        ctx.set(e_name, te, internal=True)
+        src = te
+    # last layer: s = Σ lanes (ones tiles), 1/s or log s, then combine with e (or d)
+    ev, el = _rows(ctx, src, node._axis)
+    S = ctx.space.new(f"{out}:sum", R)
+    b = LinearBuilder(S, n)
+    for r in range(R):
+        for v in np.unique(ev[r]):
+            b.add([r], [v], _lane_tile(n, el[r][ev[r] == v]))
+    layer = ctx.begin(S, b)
+    lut_pass(ctx, layer, None, _fn(node, "Log" if log else "Reciprocal"), buf=S,
+             vecs=np.arange(R))
+    base = td if log else src
+    buf_y, ty = ctx.new_activation(out, t.shape)
+    pairs = np.unique(np.stack([ty.idx.reshape(-1) // n, base.idx.reshape(-1) // n]), axis=1)
+    layer.steps.append(Load(buf_y, pairs[0] - buf_y.start, pairs[1]))
+    yv, _ = _rows(ctx, ty, node._axis)
+    member = np.concatenate([np.unique(yv[r]) for r in range(R)]) - buf_y.start
+    row_of = np.concatenate([np.full(len(np.unique(yv[r])), r) for r in range(R)])
+    layer.steps.append(_bcast_simd(buf_y, member, row_of, S, Op.SUBTRACT if log
+                                   else Op.MULTIPLY))
+    layer.out = buf_y
+    buf_y.dirty = True
+    ctx.set(out, ty)
+
+
+def check_softmax(node, g, arch) -> list[str]:
+    out = check_lut(node, g, arch)
+    return out
+
+
+@op("Softmax", "LogSoftmax", check=check_softmax, needs_lut=True)
+def softmax(node, ctx: Lowering):
+    x = node.inputs[0]
+    t = ctx.tensor(x)
+    axis = int(node.attr("axis", -1)) % t.idx.ndim
+    node._axis = axis
+    vec, lane = _rows(ctx, t, axis)
+    log = node.op == "LogSoftmax"
+    one_lane = (lane == lane[:, :1]).all()
+    distinct = all(len(np.unique(v)) == len(v) for v in vec) if one_lane else False
+    if one_lane and distinct and vec.shape[1] > 1:
+        return _across_vectors(ctx, node, x, vec, log)
+    owner_rows = {}
+    exclusive = True
+    for r in range(vec.shape[0]):
+        for v in np.unique(vec[r]):
+            if owner_rows.setdefault(int(v), r) != r:
+                exclusive = False
+                break
+        if not exclusive:
+            break
+    if not exclusive:
+        from .elementwise import expand  # noqa: F401 - for symmetry of imports
+        name = f"{x}:rows:{node.name}"
+        shape = t.shape
+        perm = list(range(len(shape)))
+        perm.append(perm.pop(axis))
+        moved = Tensor(np.transpose(t.idx, perm))
+        buf, nt = ctx.new_activation(name, moved.shape)
+        ctx.begin(buf, ctx.copy_step(moved, nt))
+        back = Tensor(np.transpose(nt.idx, np.argsort(perm)))
+        ctx.set(name, back, internal=True)
+        vec, lane = _rows(ctx, back, axis)
+        return _across_lanes(ctx, node, name, vec, lane, log)
+    return _across_lanes(ctx, node, x, vec, lane, log)
