@@ -152,14 +152,20 @@ def compile_model(model, arch, outputs=None, input_shapes=None, strategy: str = 
     spec = arch
     arch = arch if isinstance(arch, Architecture) else resolve_arch(arch)
     file_name = model_file or (str(model) if isinstance(model, (str, Path)) else "model.onnx")
+    say = progress or (lambda what: None)
+    say(f"loading {file_name}")
     g = load_graph(model, input_shapes, outputs, source=file_name)
     check_graph(g, arch)
+    say(f"lowering {len(g.nodes)} nodes")
     low = Lowering(g, arch, resize_mode)
     low.run()
+    say(f"planning memory for {len(low.layers)} layers")
     planner = Planner(arch, low.space, low.layers, strategy, source=file_name)
     plan = planner.place()
+    say("emitting instructions")
     em = Emitter(arch, low.space, low.layers, plan, source=file_name)
     program = em.emit()
+    say(f"{len(program):,} instructions")
     name = model_name(file_name, spec if not isinstance(spec, Architecture) else "arch")
     ios_in = [_io(low, b) for b in low.space.buffers if b.role == "input"]
     ios_out = []

@@ -31,6 +31,7 @@ from .ir import Buffer, Space
 from .kernels import ACCUMULATE, ANY, OVERWRITE, Layer, Linear, Load, Reduce, Simd, Zero
 from .plan import LayerConsts, MemoryPlan, acc_buffers
 from .rollup import runs
+from .summary import estimate
 
 KIND_IN = {"dram0": DataMoveKind.DRAM0_TO_LOCAL, "dram1": DataMoveKind.DRAM1_TO_LOCAL}
 
@@ -61,6 +62,10 @@ class LayerStats:
     cycles: int = 0
     dram_vectors: int = 0
     by_kind: dict = field(default_factory=dict)
+    local_used: int = 0
+    acc_used: int = 0
+    const_util: float | None = None
+    saturated: int = 0
 
 
 class Emitter:
@@ -113,6 +118,14 @@ class Emitter:
             st.instructions = len(self.out) - start
             for ins in self.out[start:]:
                 st.by_kind[ins.name] = st.by_kind.get(ins.name, 0) + 1
+            compute, dram = estimate(self.out[start:], self.arch)
+            st.cycles = max(compute, dram)
+            lc = self.plan.layers[li]
+            st.saturated = lc.saturated
+            stored = lc.tile_count * self.n
+            if stored:
+                block = self.plan.image[lc.tile_base:lc.tile_base + lc.tile_count]
+                st.const_util = float(np.count_nonzero(block)) / stored
         return self.out
 
     # -------------------------------------------------------------------------- layer
@@ -271,6 +284,9 @@ class Emitter:
         out_stage = [at + j * outv for j in range(mult)] if not F_local else []
         at += 0 if F_local else outv * mult
         assert at <= arena_hi, (at, arena_hi)
+        st.local_used = at
+        st.acc_used = acc_need
+        st.stages = max(1, -(-tiles_n // chunk_cap)) if mode == "stream" and chunk_cap else 1
 
         # prologue: constants into local, then into the accumulators; LUTs; resident tiles
         self._stream_base = tile_local
@@ -472,28 +488,43 @@ class Emitter:
         cut = np.nonzero(np.diff(t) != 0)[0] + 1
         seg_starts = np.concatenate([[0], cut])
         seg_ends = np.concatenate([cut, [len(t)]])
-        chunk = None                                # streaming: (first tile, last tile, area)
-        area_flip = 0
-        for s0_, e0_ in zip(seg_starts, seg_ends):
-            tid = int(t[s0_])
-            ref = refs[tid]
-            if mode == "stream" and not to_local:
-                if chunk is None or not chunk[0] <= tid <= chunk[1]:
-                    # load a chunk of consecutive tiles starting at tid
-                    start_off = ref.offset
-                    last = tid
-                    size = ref.rows + 1
+        stream = mode == "stream" and not to_local
+        if stream:
+            # chunks of consecutive tiles, in the order the segments need them
+            chunks, seg_chunk = [], []
+            for s0_ in seg_starts:
+                tid = int(t[s0_])
+                if not chunks or not chunks[-1][0] <= tid <= chunks[-1][1]:
+                    last, size = tid, refs[tid].rows + 1
                     while last + 1 < len(refs) and size + refs[last + 1].rows + 1 <= chunk_cap:
                         last += 1
                         size += refs[last].rows + 1
-                    area = area_flip
-                    area_flip ^= 1
-                    dst = self._stream_base + area * chunk_cap
-                    self.move(DataMoveKind.DRAM1_TO_LOCAL, dst, start_off, size)
-                    st.dram_vectors += size
-                    chunk = (tid, last, dst - start_off)
+                    chunks.append((tid, last, size))
+                seg_chunk.append(len(chunks) - 1)
+
+            def load_chunk(c):
+                lo_t, _, size = chunks[c]
+                dst = self._stream_base + (c % 2) * chunk_cap
+                self.move(DataMoveKind.DRAM1_TO_LOCAL, dst, refs[lo_t].offset, size)
+                st.dram_vectors += size
+
+            load_chunk(0)
+            if len(chunks) > 1:
+                load_chunk(1)                   # the DRAM unit runs a chunk ahead
+            self.current_tile = None
+        current_chunk = 0
+        for j_seg, (s0_, e0_) in enumerate(zip(seg_starts, seg_ends)):
+            tid = int(t[s0_])
+            ref = refs[tid]
+            if stream:
+                c = seg_chunk[j_seg]
+                if c != current_chunk:
+                    current_chunk = c
                     self.current_tile = None
-                addr = ref.offset + chunk[2]
+                    if c + 1 < len(chunks):
+                        load_chunk(c + 1)
+                lo_t = chunks[c][0]
+                addr = self._stream_base + (c % 2) * chunk_cap + ref.offset - refs[lo_t].offset
             else:
                 addr = tile_addr(k, tid)
             key = (id(s), tid)

@@ -275,6 +275,8 @@ class Lowering:
             return None
         if not allow_reduce and any(isinstance(s, Reduce) for s in layer.steps):
             return None
+        if self.node is not None and self.node.name not in layer.nodes:
+            layer.nodes.append(self.node.name)
         return layer, self.tensor(name)
 
     def in_acc(self, name: str, allow_reduce: bool = True) -> tuple[Layer, Tensor]:

@@ -74,6 +74,7 @@ class MemoryPlan:
     local_top: list[int]                            # per layer: first arena vector
     consts_to_local: bool
     saturated_consts: int = 0
+    dram0_aggregate: int = 0                        # vectors of all DRAM0 buffers
 
 
 class Planner:
@@ -259,7 +260,10 @@ class Planner:
             for d in dying.pop(li, []):
                 free.append((d.home[1], d.vectors))
             residents = [r for r in residents if r[2] > li]
-        return MemoryPlan(image, info, top, local_top, self.consts_to_local, saturated)
+        aggregate = sum(b.vectors for b in self.space.buffers
+                        if b.home is not None and b.home[0] == "dram0")
+        return MemoryPlan(image, info, top, local_top, self.consts_to_local, saturated,
+                          aggregate)
 
     @staticmethod
     def _alloc(free: list, size: int, top: int) -> int:

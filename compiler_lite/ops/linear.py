@@ -155,7 +155,7 @@ def spatial_linear(ctx: Lowering, x: Tensor, out_name: str, out_shape, wfull: np
 
 #: A convolution keeps its input's row pitch (computing the extra columns, which nobody reads)
 #: when at most this fraction of the outputs is extra: every tap is then one run.
-JUNK_LIMIT = 0.25
+JUNK_LIMIT = 0.1
 
 
 def _inherited_frame(ctx: Lowering, gr, out_shape, strides):

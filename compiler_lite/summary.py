@@ -1,0 +1,169 @@
+"""Figures about a compiled model: Tensil's COMPILER SUMMARY fields, a per-layer table and the
+estimated cycle count.
+
+The cycle estimate is a model, not a measurement: the compute unit takes one cycle per vector
+(MatMul, LoadWeights push, SIMD, moves between local memory and the accumulators), the DRAM
+unit one cycle per vector it moves, and the two overlap within a layer. Cycle counts that
+matter come from the cycle-accurate simulators (``python -m sim.run``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tcu_hw.isa import SIMD, DataMove, DataMoveKind, LoadLUT, LoadWeights, MatMul
+
+RULE = "-" * 94
+
+#: ops whose constant inputs are model parameters (counted as "true consts")
+PARAM_OPS = {"Conv", "Gemm", "MatMul", "BatchNormalization", "PRelu", "Add", "Sub", "Mul", "Div",
+             "Concat", "Max", "Min"}
+DRAM_KINDS = {DataMoveKind.DRAM0_TO_LOCAL, DataMoveKind.LOCAL_TO_DRAM0,
+              DataMoveKind.DRAM1_TO_LOCAL, DataMoveKind.LOCAL_TO_DRAM1}
+
+
+def estimate(instrs, arch) -> tuple[int, int]:
+    """(compute-unit cycles, DRAM-unit cycles) of a run of instructions."""
+    compute = dram = 0
+    lut = -(-arch.lut_depth // arch.array_size) if arch.lut_depth else 0
+    for ins in instrs:
+        if isinstance(ins, (MatMul, LoadWeights)):
+            compute += ins.size + 1
+        elif isinstance(ins, DataMove):
+            if ins.kind in DRAM_KINDS:
+                dram += ins.size + 1
+            else:
+                compute += ins.size + 1
+        elif isinstance(ins, SIMD):
+            compute += 1
+        elif isinstance(ins, LoadLUT):
+            compute += lut
+    return compute, dram
+
+
+def true_consts(graph) -> int:
+    """Scalars of the model's parameters (weights, biases, normalization, slopes)."""
+    seen, total = set(), 0
+    for node in graph.nodes:
+        if node.op not in PARAM_OPS:
+            continue
+        for name in node.inputs:
+            if name and name in graph.consts and name not in seen:
+                a = np.asarray(graph.consts[name])
+                if a.dtype.kind == "f" and a.size > 1:
+                    seen.add(name)
+                    total += a.size
+    return total
+
+
+def _mem(depth: int, n: int, bits: int) -> str:
+    return f"{depth:,} {depth * n:,} {bits}"
+
+
+def figures(c) -> dict:
+    """The summary's numbers (also used by the benchmark)."""
+    arch = c.arch
+    n = arch.array_size
+    cycles = sum(s.cycles for s in c.layers)
+    macs = sum(s.macs for s in c.layers)
+    consts_vectors = len(c.consts)
+    tc = true_consts(c.graph)
+    util = [s.const_util for s in c.layers if s.const_util is not None]
+    return {
+        "model": c.name, "instructions": len(c.program), "layers": len(c.layers),
+        "max_partitions": max((s.partitions for s in c.layers), default=0),
+        "max_stages": max((s.stages for s in c.layers), default=0),
+        "cycles": cycles, "macs": macs, "true_consts": tc,
+        "consts_vectors": consts_vectors,
+        "consts_utilization": float(np.mean(util)) * 100 if util else 0.0,
+        "mac_efficiency": 100.0 * macs / (n * n * cycles) if cycles else 0.0,
+        "dram0_max": c.plan.dram0_used,
+        "dram0_aggregate": c.plan.dram0_aggregate,
+        "local_max": max((s.local_used for s in c.layers), default=0),
+        "acc_max": max((s.acc_used for s in c.layers), default=0),
+        "seconds": c.seconds, "saturated_consts": c.plan.saturated_consts,
+        "by_kind": _by_kind(c.program),
+    }
+
+
+def _by_kind(program) -> dict:
+    out: dict = {}
+    for ins in program:
+        out[ins.name] = out.get(ins.name, 0) + 1
+    return out
+
+
+def compiler_summary(c) -> str:
+    """Tensil's COMPILER SUMMARY table (same fields and meanings) plus our extras."""
+    arch = c.arch
+    lay = arch.layout
+    n = arch.array_size
+    f = figures(c)
+    rows = [("Model", c.name), ("Data type", arch.data_type), ("Array size", n),
+            ("Consts memory size (vectors/scalars/bits)", _mem(arch.dram1_depth, n, lay.D1)),
+            ("Vars memory size (vectors/scalars/bits)", _mem(arch.dram0_depth, n, lay.D0)),
+            ("Local memory size (vectors/scalars/bits)", _mem(arch.local_depth, n, lay.L)),
+            ("Accumulator memory size (vectors/scalars/bits)",
+             _mem(arch.accumulator_depth, n, lay.A)),
+            ("Stride #0 size (bits)", lay.S0), ("Stride #1 size (bits)", lay.S1),
+            ("Operand #0 size (bits)", lay.operand0_bits),
+            ("Operand #1 size (bits)", lay.operand1_bits),
+            ("Operand #2 size (bits)", lay.operand2_bits),
+            ("Instruction size (bytes)", lay.instruction_bytes),
+            ("Consts memory maximum usage (vectors/scalars)",
+             f"{f['consts_vectors']:,} {f['consts_vectors'] * n:,}"),
+            ("Vars memory maximum usage (vectors/scalars)",
+             f"{f['dram0_max']:,} {f['dram0_max'] * n:,}"),
+            ("Consts memory aggregate usage (vectors/scalars)",
+             f"{f['consts_vectors']:,} {f['consts_vectors'] * n:,}"),
+            ("Vars memory aggregate usage (vectors/scalars)",
+             f"{f['dram0_aggregate']:,} {f['dram0_aggregate'] * n:,}"),
+            ("Local memory maximum usage (vectors/scalars)",
+             f"{f['local_max']:,} {f['local_max'] * n:,}"),
+            ("Accumulator memory maximum usage (vectors/scalars)",
+             f"{f['acc_max']:,} {f['acc_max'] * n:,}"),
+            ("Number of layers", f["layers"]),
+            ("Maximum number of stages", f["max_stages"]),
+            ("Maximum number of partitions", f["max_partitions"]),
+            ("Execution time (cycles, estimated)", f"{f['cycles']:,}"),
+            ("Total number of instructions", f"{f['instructions']:,}"),
+            ("Compilation time (seconds)", f"{f['seconds']:.3f}"),
+            ("True consts scalar size", f"{f['true_consts']:,}"),
+            ("Consts utilization (%)", f"{f['consts_utilization']:.3f}"),
+            ("True MACs (M)", f"{f['macs'] / 1e6:.3f}"),
+            ("MAC efficiency (%)", f"{f['mac_efficiency']:.3f}"),
+            ("Memory strategy", c.strategy)]
+    sat = [(s.name, s.saturated) for s in c.layers if s.saturated]
+    rows.append(("Saturated consts (scalars)", f"{f['saturated_consts']:,}"))
+    for name, k in sat:
+        rows.append((f"  saturated in {name}", f"{k:,}"))
+    lines = [RULE, "COMPILER SUMMARY", RULE] + [f"{k}: {v}" for k, v in rows]
+    if c.notes:
+        lines.append("Notes:")
+        lines += [f"  {note}" for note in c.notes]
+    return "\n".join(lines + [RULE])
+
+
+def layers_summary(c) -> str:
+    """One line per layer: nodes, stages, partitions, instructions, cycles, MACs, utilization."""
+    n = c.arch.array_size
+    head = f"{'#':>3} {'layer':<34} {'stg':>3} {'part':>4} {'instr':>8} {'cycles':>10} " \
+           f"{'MACs':>12} {'util %':>6}  nodes"
+    lines = [RULE, "LAYERS SUMMARY", RULE, head]
+    for k, s in enumerate(c.layers):
+        util = 100.0 * s.macs / (n * n * s.cycles) if s.cycles else 0.0
+        name = s.name if len(s.name) <= 34 else "…" + s.name[-33:]
+        lines.append(f"{k:>3} {name:<34} {s.stages:>3} {s.partitions:>4} "
+                     f"{s.instructions:>8,} {s.cycles:>10,} {s.macs:>12,} {util:>6.1f}  "
+                     f"{', '.join(s.nodes)}")
+    return "\n".join(lines + [RULE])
+
+
+def artifacts_table(paths) -> str:
+    labels = {".tmodel": "Manifest", ".tdata": "Constants", ".tprog": "Program",
+              ".tasm": "Assembly", ".json": "I/O layout", ".npz": "Golden outputs"}
+    lines = [RULE, "ARTIFACTS", RULE]
+    for p in paths:
+        label = next((v for k, v in labels.items() if str(p).endswith(k)), "File")
+        lines.append(f"{label}: {p}")
+    return "\n".join(lines + [RULE])
