@@ -99,7 +99,7 @@ def parse_input_shapes(text: str | Sequence[str] | None) -> dict[str, tuple[int,
     out = {}
     for item in items:
         for part in filter(None, (p.strip() for p in item.split(";"))):
-            m = re.fullmatch(r"(.+?)\s*\[\s*([0-9,\s]*)\]", part)
+            m = re.fullmatch(r"(.+?)\s*\[\s*([-+0-9,\s]*)\]", part)
             if not m:
                 raise CompileError(f"-i {part!r}: expected 'NAME [d0,d1,...]', e.g. "
                                    f"'x [1,3,32,32]'")
@@ -194,7 +194,7 @@ def _set_input_shapes(model, given: Mapping[str, tuple], source: str) -> list[st
                 raise CompileError(f"{source}: -i gives input '{vi.name}' {len(want)} "
                                    f"dimensions, the model has {len(dims)}")
             for k, (d, w) in enumerate(zip(dims, want)):
-                if d.HasField("dim_value") and d.dim_value not in (0, w):
+                if k > 0 and d.HasField("dim_value") and d.dim_value not in (0, w):
                     raise CompileError(
                         f"{source}: -i gives input '{vi.name}' dimension {k} = {w}, the "
                         f"model fixes it to {d.dim_value}")
@@ -301,6 +301,8 @@ def load_graph(model, input_shapes: Mapping[str, tuple] | None = None,
     m = onnx.ModelProto.FromString(m.SerializeToString())        # never modify the caller's
     inputs = _set_input_shapes(m, dict(input_shapes or {}), source)
     del m.graph.value_info[:]                   # stale annotations; inference redoes them
+    for o in m.graph.output:                    # (a new batch size changes the outputs too)
+        o.type.tensor_type.ClearField("shape")
     resize_scales = _resize_sizes(m)
     m = _infer(m, source)
     shapes = _static_shapes(m)

@@ -218,10 +218,13 @@ class Lowering:
         return any(self.req.get(name, (0, 0, 0, 0)))
 
     def new_activation(self, name: str, shape, zero: bool | None = None,
-                       frame: Frame | None = None) -> tuple[Buffer, Tensor]:
+                       frame: Frame | None = None, order=None) -> tuple[Buffer, Tensor]:
         """A buffer for a new tensor ``name``: framed when spatial, else the model's I/O
-        layout; ``zero`` (default: whether readers need padding) keeps its margins zero."""
+        layout (or axes in ``order``, the last in lanes); ``zero`` (default: whether readers
+        need padding) keeps its margins zero."""
         shape = tuple(int(d) for d in shape)
+        if order is not None:
+            return flat_layout(self.space, name, shape, order, self.n)
         frame = frame or self.frame_for(shape)
         if zero is None:
             zero = self.needs_zero(name)

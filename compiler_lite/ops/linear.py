@@ -317,11 +317,12 @@ def matmul_rows(ctx: Lowering, a: Tensor, out_name: str, out_shape, wmat: np.nda
     K, Nout = wmat.shape
     rank = len(a.shape)
     gr = groups(a, tuple(range(rank - 1)), (rank - 1,), n)
+    last_inner = tuple(range(rank))
     if gr is None:
-        buf0, t0 = ctx.new_activation(f"{a.name}:relayout", a.shape)
+        buf0, t0 = ctx.new_activation(f"{a.name}:relayout", a.shape, order=last_inner)
         ctx.begin(buf0, ctx.copy_step(a, t0), nodes=[ctx.node.name])
         return matmul_rows(ctx, t0, out_name, out_shape, wmat, bias_rows, macs)
-    buf, y = ctx.new_activation(out_name, out_shape)
+    buf, y = ctx.new_activation(out_name, out_shape, order=tuple(range(len(out_shape))))
     b = LinearBuilder(buf, n)
     b.macs = macs
     ctx.begin(buf, b)

@@ -1,0 +1,129 @@
+"""``python -m compiler_lite``: artifacts, summaries, golden vectors, and errors that leave no
+partial artifacts."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from onnx import helper
+
+from compiler_lite.__main__ import main
+from tcu_hw.artifacts import read_tdata, read_tmodel
+from tcu_hw.asm import assemble
+from tcu_hw.isa import read_program
+
+from ..conftest import shared_path
+from .helpers import make_model
+
+DIGITS = "digits_cnn_opset10.onnx"
+
+
+def test_artifacts_summary_and_listing(tmp_path, capsys):
+    model = shared_path("models", DIGITS)
+    assert main(["-a", "pynqz1", "-m", str(model), "-t", str(tmp_path), "-s", "true",
+                 "--layers-summary", "--tasm", "-q"]) == 0
+    out = capsys.readouterr().out
+    for field in ("COMPILER SUMMARY", "Model: digits_cnn_opset10_onnx_pynqz1",
+                  "Total number of instructions", "True MACs (M): 0.024",
+                  "Execution time (cycles, estimated)", "MAC efficiency (%)",
+                  "Consts utilization (%)", "Number of layers: 4", "LAYERS SUMMARY",
+                  "ARTIFACTS"):
+        assert field in out, field
+    name = "digits_cnn_opset10_onnx_pynqz1"
+    tm = read_tmodel(tmp_path / f"{name}.tmodel")
+    assert tm.name == name and tm.input_names == ["x"] and tm.output_names == ["logits"]
+    assert not tm.consts_to_local
+    program = read_program(tmp_path / f"{name}.tprog", tm.arch.layout)
+    assert tm.prog.size == len(program) * tm.arch.layout.instruction_bytes
+    assert assemble((tmp_path / f"{name}.tasm").read_text(), layout=tm.arch.layout) == program
+    assert len(read_tdata(tmp_path / f"{name}.tdata", tm.arch)) == tm.consts[0].size
+    io = json.loads((tmp_path / f"{name}.tio.json").read_text())
+    assert io["inputs"][0] == {"name": "x", "shape": [1, 1, 8, 8], "order": [0, 2, 3, 1],
+                               "base": 0, "size": 64}
+    # the tmodel's keys are Tensil's, in Tensil's order
+    keys = list(json.loads((tmp_path / f"{name}.tmodel").read_text()))
+    assert keys == ["name", "prog", "consts", "inputs", "outputs", "arch",
+                    "load_consts_to_local"]
+
+
+def test_golden_outputs_match_emulator_run_of_the_files(tmp_path):
+    """--golden: the .npz holds what sim.emulate computes from the written artifacts."""
+    from sim.model import emulate
+    model = shared_path("models", DIGITS)
+    x = np.load(shared_path("models", "digits_test_x.npy"))[:1]
+    np.savez(tmp_path / "in.npz", x=x)
+    assert main(["-a", "pynqz1", "-m", str(model), "-t", str(tmp_path), "-q",
+                 "--golden", str(tmp_path / "in.npz")]) == 0
+    name = "digits_cnn_opset10_onnx_pynqz1"
+    gold = np.load(tmp_path / f"{name}.golden.npz")
+    assert gold["logits"].shape == (1, 10)
+    vec = np.zeros((64, 8))
+    vec[:, 0] = x.reshape(-1)                          # NHWC with one channel
+    result = emulate(tmp_path / f"{name}.tmodel", {"x": vec})
+    np.testing.assert_array_equal(result.outputs["logits"], gold["logits.raw"])
+
+
+def test_strategy_local_consts_sets_the_manifest_flag(tmp_path):
+    model = shared_path("models", DIGITS)
+    assert main(["-a", "pynqz1", "-m", str(model), "-t", str(tmp_path), "-q",
+                 "--strategy", "local-vars-and-consts"]) == 0
+    tm = read_tmodel(tmp_path / "digits_cnn_opset10_onnx_pynqz1.tmodel")
+    assert tm.consts_to_local
+
+
+def _run(args, tmp_path):
+    return subprocess.run([sys.executable, "-m", "compiler_lite", *args, "-t", str(tmp_path)],
+                          capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.parametrize("args,message", [
+    (["-m", "missing.onnx"], "no such ONNX model file"),
+    (["-o", "nope"], "output 'nope' is not a tensor computed by the model; valid names: x, "),
+    (["-i", "y [1,2]"], "not a model input; inputs: x"),
+    (["-i", "x [1,1,8]"], "gives input 'x' 3 dimensions, the model has 4"),
+    (["-i", "x 1,1,8,8"], "expected 'NAME \\[d0,d1,...\\]'"),
+    (["--golden", "missing.npz"], "cannot read golden inputs"),
+])
+def test_errors_are_one_line_and_leave_no_files(tmp_path, args, message):
+    model = str(shared_path("models", DIGITS))
+    base = ["-a", "pynqz1", "-m", model]
+    if args[0] == "-m":
+        base = ["-a", "pynqz1"]
+    r = _run(base + args, tmp_path)
+    assert r.returncode == 2, r.stderr
+    assert "Traceback" not in r.stderr
+    import re
+    assert re.search(message, r.stderr), r.stderr
+    assert not list(tmp_path.iterdir())
+
+
+def test_unsupported_nodes_listed_together(tmp_path):
+    m = make_model([helper.make_node("Relu", ["x"], ["a"]),
+                    helper.make_node("TopK", ["a", "k"], ["v", "i"], name="top"),
+                    helper.make_node("Cos", ["v"], ["y"], name="cosine")],
+                   {"x": (2, 5)}, ["y"], {"k": np.array([2], np.float32)})
+    m.graph.initializer[0].data_type = 7                        # k must be int64
+    m.graph.initializer[0].ClearField("float_data")
+    m.graph.initializer[0].raw_data = np.array([2], np.int64).tobytes()
+    path = tmp_path / "m.onnx"
+    path.write_bytes(m.SerializeToString())
+    out = tmp_path / "out"
+    r = _run(["-a", "pynqz1", "-m", str(path)], out)
+    assert r.returncode == 2
+    assert "2 node(s) cannot be compiled" in r.stderr
+    assert "node 'top' (TopK): operator not supported" in r.stderr
+    assert "node 'cosine' (Cos): operator not supported" in r.stderr
+    assert not out.exists() or not list(out.iterdir())
+
+
+def test_resnet_to_logits_from_the_command_line(tmp_path, capsys):
+    model = shared_path("models", "resnet20v2_cifar.onnx")
+    assert main(["-a", "ultra96v2", "-m", str(model), "-o", "dense/BiasAdd:0",
+                 "-t", str(tmp_path), "-s", "-q"]) == 0
+    out = capsys.readouterr().out
+    count = int(out.split("Total number of instructions: ")[1].split()[0].replace(",", ""))
+    assert count < 102_741                                       # Tensil's figure

@@ -1,0 +1,222 @@
+"""Operator variants on small graphs, against onnxruntime.
+
+Every case runs twice: compiled for FLOAT32 (the emulator's float type) it must match
+onnxruntime to float rounding, which checks the lowering exactly; compiled for FP16BP8 it must
+match within a few LSB. Cases also run on a small architecture (n = 4, 1024 local vectors,
+256 accumulators) where layers need several partitions and weights stream.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import helper
+
+from tcu_hw.arch import Architecture, preset
+
+from .helpers import compile_and_run, lsb, make_model, ort_run, rand, small_arch
+
+
+def node(op, ins, outs, **attrs):
+    return helper.make_node(op, ins, outs, **attrs)
+
+
+def conv_case(shape, w_shape, **attrs):
+    w = rand(w_shape, 1, 0.4)
+    b = rand(w_shape[:1], 2, 0.3)
+    m = make_model([node("Conv", ["x", "w", "b"], ["y"], **attrs)], {"x": shape}, ["y"],
+                   {"w": w, "b": b})
+    return m, {"x": rand(shape, 3)}
+
+
+def chain(nodes, inputs, outputs, inits=None, seed=5):
+    m = make_model(nodes, inputs, outputs, inits or {})
+    return m, {k: rand(v, seed + i) for i, (k, v) in enumerate(inputs.items())}
+
+
+CASES = {
+    "conv_asymmetric_pads": lambda: conv_case((2, 5, 9, 7), (7, 5, 3, 3),
+                                              pads=[0, 1, 2, 1]),
+    "conv_same_upper_stride2": lambda: conv_case((1, 6, 9, 10), (8, 6, 3, 3),
+                                                 auto_pad="SAME_UPPER", strides=[2, 2]),
+    "conv_same_lower": lambda: conv_case((1, 3, 6, 6), (4, 3, 2, 2), auto_pad="SAME_LOWER"),
+    "conv_groups_dilation_stride": lambda: conv_case((1, 8, 11, 11), (6, 4, 3, 3), group=2,
+                                                     dilations=[2, 2], strides=[2, 1],
+                                                     pads=[2, 2, 2, 2]),
+    "conv_depthwise_12": lambda: conv_case((1, 12, 7, 7), (12, 1, 3, 3), group=12,
+                                           pads=[1, 1, 1, 1]),
+    "conv_1x1_stride2": lambda: conv_case((1, 16, 8, 8), (24, 16, 1, 1), strides=[2, 2]),
+    "conv1d_pad_stride": lambda: conv_case((2, 3, 17), (5, 3, 4), pads=[2, 1], strides=[2]),
+    "conv_wide_channels": lambda: conv_case((1, 20, 6, 6), (33, 20, 3, 3), pads=[1, 1, 1, 1]),
+    "gemm_alpha_beta_trans": lambda: chain(
+        [node("Gemm", ["a", "w", "c"], ["y"], alpha=0.7, beta=1.3, transA=1, transB=1)],
+        {"a": (12, 3)}, ["y"], {"w": rand((10, 12), 1, 0.3), "c": rand((3, 10), 2)}),
+    "gemm_bias_vector": lambda: chain(
+        [node("Gemm", ["a", "w", "c"], ["y"])], {"a": (4, 19)}, ["y"],
+        {"w": rand((19, 9), 1, 0.3), "c": rand((9,), 2)}),
+    "matmul_const_times_activation": lambda: chain(
+        [node("MatMul", ["w", "x"], ["y"])], {"x": (6, 10)}, ["y"], {"w": rand((4, 6), 1, 0.5)}),
+    "matmul_3d_activation": lambda: chain(
+        [node("MatMul", ["x", "w"], ["y"])], {"x": (2, 3, 8)}, ["y"], {"w": rand((8, 5), 1, 0.5)}),
+    "add_broadcast_const_and_residual": lambda: chain(
+        [node("Add", ["x", "c"], ["t"]), node("Relu", ["t"], ["u"]),
+         node("Add", ["u", "x"], ["y"])], {"x": (2, 3, 4, 5)}, ["y"], {"c": rand((3, 1, 1), 1)}),
+    "sub_mul_div": lambda: chain(
+        [node("Sub", ["x", "z"], ["a"]), node("Mul", ["a", "z"], ["b"]),
+         node("Div", ["b", "c"], ["y"])], {"x": (1, 4, 3, 3), "z": (1, 4, 3, 3)}, ["y"],
+        {"c": np.full((1, 4, 1, 1), 2.5, np.float32)}),
+    "const_minus_activation": lambda: chain(
+        [node("Sub", ["c", "x"], ["y"])], {"x": (2, 9)}, ["y"], {"c": rand((9,), 1)}),
+    "max_min_pairs": lambda: chain(
+        [node("Max", ["x", "z"], ["a"]), node("Min", ["a", "c"], ["y"])],
+        {"x": (1, 10, 2, 2), "z": (1, 10, 2, 2)}, ["y"], {"c": np.array(0.4, np.float32)}),
+    "relu6_and_clip": lambda: chain(
+        [node("Clip", ["x", "lo", "hi"], ["a"]), node("Relu", ["a"], ["y"])],
+        {"x": (1, 3, 4, 4)}, ["y"],
+        {"lo": np.array(-0.5, np.float32), "hi": np.array(0.75, np.float32)}),
+    "hard_sigmoid": lambda: chain([node("HardSigmoid", ["x"], ["y"], alpha=0.3, beta=0.4)],
+                                  {"x": (2, 5, 3)}, ["y"]),
+    "abs_neg": lambda: chain([node("Abs", ["x"], ["a"]), node("Neg", ["a"], ["y"])],
+                             {"x": (3, 7)}, ["y"]),
+    "leaky_after_gemm": lambda: chain(
+        [node("Gemm", ["x", "w"], ["a"]), node("LeakyRelu", ["a"], ["y"], alpha=0.2)],
+        {"x": (2, 11)}, ["y"], {"w": rand((11, 6), 1, 0.4)}),
+    "concat_unaligned_channels_then_conv": lambda: chain(
+        [node("Relu", ["x"], ["a"]), node("Concat", ["a", "z"], ["c"], axis=1),
+         node("Conv", ["c", "w"], ["y"], pads=[1, 1, 1, 1])],
+        {"x": (1, 3, 5, 5), "z": (1, 5, 5, 5)}, ["y"], {"w": rand((4, 8, 3, 3), 1, 0.3)}),
+    "concat_height_split_relu": lambda: chain(
+        [node("Concat", ["x", "z"], ["c"], axis=2),
+         node("Split", ["c", "s"], ["p", "q"], axis=1), node("Relu", ["q"], ["y"]),
+         node("Neg", ["p"], ["y2"])],
+        {"x": (1, 6, 2, 3), "z": (1, 6, 3, 3)}, ["y", "y2"],
+        {"s": np.array([2, 4], np.float32)}),
+    "slice_steps_transpose_output": lambda: chain(
+        [node("Slice", ["x", "st", "en", "ax", "sp"], ["a"]),
+         node("Transpose", ["a"], ["y"], perm=[0, 3, 2, 1])],
+        {"x": (1, 6, 7, 9)}, ["y"],
+        {"st": np.array([1, 8], np.float32), "en": np.array([6, 0], np.float32),
+         "ax": np.array([1, 3], np.float32), "sp": np.array([2, -3], np.float32)}),
+    "squeeze_unsqueeze_flatten_gather": lambda: chain(
+        [node("Unsqueeze", ["x", "ax"], ["a"]), node("Flatten", ["a"], ["f"], axis=2),
+         node("Gather", ["f", "ix"], ["g"], axis=1), node("Unsqueeze", ["g", "ax"], ["u"]),
+         node("Squeeze", ["u", "ax"], ["y"])],
+        {"x": (2, 3, 4)}, ["y"],
+        {"ax": np.array([1], np.float32), "ix": np.array([3, 0, 5], np.float32)}),
+    "expand_tile": lambda: chain(
+        [node("Expand", ["x", "sh"], ["a"]), node("Tile", ["a", "r"], ["y"])],
+        {"x": (3, 1)}, ["y"],
+        {"sh": np.array([2, 3, 4], np.float32), "r": np.array([1, 2, 1], np.float32)}),
+    "avgpool_ceil_pads_exclusive": lambda: chain(
+        [node("AveragePool", ["x"], ["y"], kernel_shape=[3, 3], strides=[2, 2],
+              pads=[1, 1, 1, 1], ceil_mode=1, count_include_pad=0)], {"x": (1, 5, 8, 7)}, ["y"]),
+    "avgpool_inclusive": lambda: chain(
+        [node("AveragePool", ["x"], ["y"], kernel_shape=[2, 3], strides=[1, 2],
+              pads=[1, 0, 0, 1], count_include_pad=1)], {"x": (2, 3, 5, 6)}, ["y"]),
+    "maxpool_ceil_pads_dilation": lambda: chain(
+        [node("MaxPool", ["x"], ["y"], kernel_shape=[3, 2], strides=[2, 2],
+              pads=[1, 1, 1, 0], dilations=[1, 2], ceil_mode=1)], {"x": (1, 9, 7, 8)}, ["y"]),
+    "global_pools_reduce_mean": lambda: chain(
+        [node("GlobalAveragePool", ["x"], ["a"]), node("GlobalMaxPool", ["x"], ["b"]),
+         node("ReduceMean", ["x"], ["c"], axes=[2, 3], keepdims=0)],
+        {"x": (2, 10, 5, 4)}, ["a", "b", "c"]),
+    "resize_nearest_up": lambda: chain(
+        [node("Resize", ["x", "", "sc"], ["y"], mode="nearest")], {"x": (1, 3, 4, 5)}, ["y"],
+        {"sc": np.array([1, 1, 2, 3], np.float32)}),
+    "resize_linear_align_corners": lambda: chain(
+        [node("Resize", ["x", "", "", "sz"], ["y"], mode="linear",
+              coordinate_transformation_mode="align_corners")], {"x": (1, 2, 5, 7)}, ["y"],
+        {"sz": np.array([1, 2, 9, 4], np.float32)}),
+    "resize_linear_pytorch_half_pixel_down": lambda: chain(
+        [node("Resize", ["x", "", "sc"], ["y"], mode="linear",
+              coordinate_transformation_mode="pytorch_half_pixel")], {"x": (1, 4, 12, 10)},
+        ["y"], {"sc": np.array([1, 1, 0.5, 0.5], np.float32)}),
+    "resize_nearest_asymmetric_floor": lambda: chain(
+        [node("Resize", ["x", "", "sc"], ["y"], mode="nearest",
+              coordinate_transformation_mode="asymmetric", nearest_mode="floor")],
+        {"x": (1, 1, 6, 6)}, ["y"], {"sc": np.array([1, 1, 1.5, 0.75], np.float32)}),
+    "pad_constant_value_then_conv": lambda: chain(
+        [node("Pad", ["x", "p", "v"], ["a"], mode="constant"),
+         node("Conv", ["a", "w"], ["y"])], {"x": (1, 3, 4, 4)}, ["y"],
+        {"p": np.array([0, 0, 1, 2, 0, 0, 2, 0], np.float32), "v": np.array(1.5, np.float32),
+         "w": rand((2, 3, 3, 3), 1, 0.3)}),
+    "batchnorm_standalone_and_folded": lambda: chain(
+        [node("BatchNormalization", ["x", "s", "b", "m", "v"], ["a"]),
+         node("Conv", ["a", "w"], ["c"]),
+         node("BatchNormalization", ["c", "s2", "b2", "m2", "v2"], ["y"])],
+        {"x": (1, 3, 5, 5)}, ["y"],
+        {"s": rand((3,), 1, 0.5) + 1, "b": rand((3,), 2, 0.2), "m": rand((3,), 3, 0.1),
+         "v": np.abs(rand((3,), 4)) + 0.5, "w": rand((4, 3, 1, 1), 5, 0.5),
+         "s2": rand((4,), 6, 0.5) + 1, "b2": rand((4,), 7, 0.2), "m2": rand((4,), 8, 0.1),
+         "v2": np.abs(rand((4,), 9)) + 0.5}),
+    "residual_block": lambda: chain(
+        [node("Conv", ["x", "w1", "b1"], ["a"], pads=[1, 1, 1, 1]), node("Relu", ["a"], ["r"]),
+         node("Conv", ["r", "w2"], ["c"], pads=[1, 1, 1, 1]), node("Add", ["c", "x"], ["s"]),
+         node("Relu", ["s"], ["y"])],
+        {"x": (1, 8, 6, 6)}, ["y"],
+        {"w1": rand((8, 8, 3, 3), 1, 0.2), "b1": rand((8,), 2, 0.1),
+         "w2": rand((8, 8, 3, 3), 3, 0.2)}),
+    "identity_output_and_intermediate": lambda: chain(
+        [node("Identity", ["x"], ["y"]), node("Relu", ["x"], ["r"]),
+         node("Gemm", ["r", "w"], ["z"])], {"x": (2, 5)}, ["y", "r", "z"],
+        {"w": rand((5, 3), 1)}),
+    "prelu_per_channel_4d": lambda: chain(
+        [node("PRelu", ["x", "s"], ["y"])], {"x": (2, 6, 3, 3)}, ["y"],
+        {"s": rand((6, 1, 1), 1, 0.3)}),
+}
+
+# int-valued inputs of ONNX ops must be int64: rewrite those initializers
+INT_INPUTS = {"Slice": (1, 2, 3, 4), "Unsqueeze": (1,), "Squeeze": (1,), "Gather": (1,),
+              "Expand": (1,), "Tile": (1,), "Split": (1,), "Pad": (1,), "Resize": (3,)}
+
+
+def build(name):
+    import onnx
+    from onnx import numpy_helper
+    m, feeds = CASES[name]()
+    ints = set()
+    for n_ in m.graph.node:
+        for k in INT_INPUTS.get(n_.op_type, ()):
+            if k < len(n_.input) and n_.input[k]:
+                ints.add(n_.input[k])
+    for k, t in enumerate(m.graph.initializer):
+        if t.name in ints:
+            m.graph.initializer[k].CopyFrom(numpy_helper.from_array(
+                numpy_helper.to_array(t).astype(np.int64), t.name))
+    return m, feeds
+
+
+def float_of(arch) -> Architecture:
+    d = arch.to_dict()
+    d["data_type"] = "FLOAT32"
+    return Architecture.from_dict(d, source="float")
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_float_exact(name):
+    m, feeds = build(name)
+    outs = [o.name for o in m.graph.output]
+    ref = ort_run(m, feeds)
+    _, run = compile_and_run(m, float_of(preset("pynqz1")), feeds, outputs=outs)
+    for o in outs:
+        np.testing.assert_allclose(run.outputs[o], ref[o], rtol=1e-5, atol=1e-5, err_msg=o)
+
+
+#: LSB of tolerance beyond the default 12, for cases whose outputs sum many rounded products
+#: (every processing element rounds: the error grows like the square root of the length)
+TOL_LSB = {"conv_wide_channels": 24, "residual_block": 24}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+@pytest.mark.parametrize("arch", ["pynqz1", "small"])
+def test_fixed_point(name, arch):
+    m, feeds = build(name)
+    a = small_arch() if arch == "small" else preset(arch)
+    outs = [o.name for o in m.graph.output]
+    ref = ort_run(m, feeds)
+    _, run = compile_and_run(m, a, feeds, outputs=outs)
+    for o in outs:
+        err = float(np.abs(run.outputs[o] - ref[o]).max())
+        tol = TOL_LSB.get(name, 12)
+        assert err <= tol * lsb(a), f"{o}: {err:.5f} = {err / lsb(a):.1f} LSB"
+    assert not run.events
