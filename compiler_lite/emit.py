@@ -447,13 +447,19 @@ class Emitter:
                         found.setdefault(b, []).append(xs[sel] - b.start)
             out = {}
             for b, parts in found.items():
-                v = np.unique(np.concatenate(parts))
-                lo, hi = int(v[0]), int(v[-1]) + 1
-                segments = 1 + int(np.count_nonzero(np.diff(v) != 1))
-                if hi - lo > 2 * len(v) and segments <= max(64, len(v) // 32):
-                    out[b] = Stage(lo, hi, v)           # load only what is read
-                else:
-                    out[b] = Stage(lo, hi, None)
+                xs = np.concatenate(parts) if len(parts) > 1 else parts[0]
+                lo, hi = int(xs.min()), int(xs.max()) + 1
+                if hi - lo > 16:
+                    mask = np.zeros(hi - lo, dtype=bool)
+                    mask[xs - lo] = True
+                    count = int(mask.sum())
+                    if hi - lo > 2 * count:
+                        v = np.nonzero(mask)[0] + lo
+                        segments = 1 + int(np.count_nonzero(np.diff(v) != 1))
+                        if segments <= max(64, count // 32):
+                            out[b] = Stage(lo, hi, v)   # load only what is read
+                            continue
+                out[b] = Stage(lo, hi, None)
             return out
         return spans
 

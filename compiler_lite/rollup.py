@@ -19,10 +19,8 @@ def _pow2_code(d: np.ndarray, limit: int) -> np.ndarray:
     two below ``2^limit``."""
     d = np.asarray(d, dtype=np.int64)
     ok = (d > 0) & ((d & (d - 1)) == 0)
-    code = np.full(d.shape, -1, dtype=np.int64)
-    if ok.any():
-        code[ok] = np.log2(d[ok]).round().astype(np.int64)
-    code[code >= limit] = -1
+    code = np.frexp(d.astype(np.float64))[1].astype(np.int64) - 1
+    code[~ok | (code >= limit)] = -1
     return code
 
 
@@ -53,7 +51,9 @@ def runs(a0, a1, *, s0: int, s1: int, max_count: int, flags=None, a0_free: bool 
     seg_end = bounds[np.searchsorted(bounds, np.arange(m - 1))]
     # next index holding each definite flag value (for flag conflicts)
     nxt = {}
-    for v in np.unique(f[f != ANY]):
+    definite = f[f != ANY]
+    for v in (np.unique(definite) if len(definite) and (definite != definite[0]).any()
+              else definite[:1]):
         pos = np.nonzero(f == v)[0]
         table = np.full(m + 1, m, dtype=np.int64)
         table[pos] = pos

@@ -106,6 +106,14 @@ def spatial_linear(ctx: Lowering, x: Tensor, out_name: str, out_shape, wfull: np
             mags = [np.abs(tile_of(*cb_bias, s, cob)).sum() for s in range(gr.slots)]
             bias_slot[cob] = int(np.argmax(mags))
 
+    # which (tap, slot, output block) tiles have any weight
+    co_pad = nblk * n
+    nz = np.zeros((KH, KW, gr.slots, nblk), dtype=bool)
+    for s in range(gr.slots):
+        ks, _ = slot_lanes[s]
+        block = np.zeros((KH, KW, co_pad, len(ks)))
+        block[:, :, :Co] = wfull[:, :, :, ks]
+        nz[:, :, s] = block.reshape(KH, KW, nblk, -1).any(axis=3)
     for kh in range(KH):
         for kw in range(KW):
             i0 = rr * sh + kh * dh - pt
@@ -128,8 +136,10 @@ def spatial_linear(ctx: Lowering, x: Tensor, out_name: str, out_shape, wfull: np
                         in_range = (xv >= lo_vec) & (xv <= hi_vec)
                         valid |= known | (out_side & ~care & in_range)
                 for cob in range(nblk):
-                    tile = tile_of(kh, kw, s, cob)
                     is_bias = has_bias and (kh, kw) == cb_bias and bias_slot[cob] == s
+                    if not is_bias and not nz[kh, kw, s, cob]:
+                        continue
+                    tile = tile_of(kh, kw, s, cob)
                     if is_bias:
                         kc = min(n, Co - cob * n)
                         tile[0, :kc] = bias[cob * n:cob * n + kc]
