@@ -45,7 +45,9 @@ def spatial_linear(ctx: Lowering, x: Tensor, out_name: str, out_shape, wfull: np
     """A layer computing ``out[n, co, i, j] = bias[co] + Σ_{kh,kw,c} wfull[kh,kw,co,c] ·
     x[n, c, i·s + kh·d − pt, j·s + kw·d − pl]`` (zero outside ``x``); returns its builder.
 
-    ``wfull``: (KH, KW, Co, C) dense weights (block-diagonal for groups)."""
+    ``wfull``: (KH, KW, Co, C) dense weights (block-diagonal for groups). ``macs``: the
+    model's MACs per (output pixel, kernel tap) that falls inside the input (Co × C/groups),
+    counted Tensil's way: padding taps are not MACs."""
     n = ctx.n
     N, C = x.shape[:2]
     S0, S1 = spatial(x.shape)
@@ -69,7 +71,6 @@ def spatial_linear(ctx: Lowering, x: Tensor, out_name: str, out_shape, wfull: np
                                 frame=_inherited_frame(ctx, gr, out_shape, strides))
     F = buf.frame
     b = LinearBuilder(buf, n)
-    b.macs = macs
     ctx.begin(buf, b)
     ctx.set(out_name, y, internal=req_name is not None)
 
@@ -119,6 +120,7 @@ def spatial_linear(ctx: Lowering, x: Tensor, out_name: str, out_shape, wfull: np
             i0 = rr * sh + kh * dh - pt
             i1 = cc * sw + kw * dw - pl
             inside = (i0 >= 0) & (i0 < S0) & (i1 >= 0) & (i1 < S1)
+            b.macs += int(np.count_nonzero(inside & care)) * macs
             if affine is not None:
                 base = origin + nn * sN + i0 * s0s + i1 * s1s
             else:
@@ -203,8 +205,8 @@ def conv(node, ctx: Lowering):
         wfull[:, :, gi * cog:(gi + 1) * cog, gi * Cig:(gi + 1) * Cig] = \
             w[gi * cog:(gi + 1) * cog].transpose(2, 3, 0, 1)
     out_shape = ctx.g.shape(node.outputs[0])
-    macs = int(np.prod(out_shape)) * Cig * KH * KW
-    spatial_linear(ctx, x, node.outputs[0], out_shape, wfull, bias, strides, dil, pads, macs)
+    spatial_linear(ctx, x, node.outputs[0], out_shape, wfull, bias, strides, dil, pads,
+                   Co * Cig)
 
 
 def check_avgpool(node, g, arch) -> list[str]:
@@ -236,8 +238,8 @@ def average(ctx: Lowering, node, x: Tensor, out_name: str, kernel, strides, pads
     wfull = np.zeros((KH, KW, C, C))
     wfull[:, :, np.arange(C), np.arange(C)] = 1.0
     tmp = out_name + ":sum"
-    spatial_linear(ctx, x, tmp, out_shape, wfull, None, strides, (1, 1), pads,
-                   int(np.prod(out_shape)) * KH * KW, req_name=out_name)
+    spatial_linear(ctx, x, tmp, out_shape, wfull, None, strides, (1, 1), pads, 0,
+                   req_name=out_name)
     pt, pb, pl, pr = pads
     c0 = _pool_counts(S0, Ho, KH, strides[0], pt, pb, include_pad)
     c1 = _pool_counts(S1, Wo, KW, strides[1], pl, pr, include_pad)

@@ -153,7 +153,7 @@ def lut_pass(ctx: Lowering, layer, t: Tensor | None, node, fn=None, grid=None, l
                 SimdOp(Op.ADD, 1, 2, 0, read=None, write="self")]
     else:
         body = [SimdOp(Op.LOOKUP, 0, 0, 1, read="self", write=None),
-                SimdOp(Op.MOVE, 2, 0, 0, read=None, write="self")]
+                SimdOp(Op.MOVE, 2, 2, 0, read=None, write="self")]
     step = Simd(buf, vecs, [("lut", key)], body)
     step.luts = {key: tabs}
     layer.steps.append(step)
