@@ -92,7 +92,7 @@ class Graph:
 # --------------------------------------------------------------------------- input shapes
 
 def parse_input_shapes(text: str | Sequence[str] | None) -> dict[str, tuple[int, ...]]:
-    """``-i "name [d0,d1,…]"`` (several separated by ``;`` or given as a list) → {name: dims}."""
+    """``-i "name [d0,d1,…]"`` (several separated by ``;``, or a list) → {name: dims}."""
     if not text:
         return {}
     items = [text] if isinstance(text, str) else list(text)
@@ -289,6 +289,28 @@ def _eval_node(proto, values: dict, opset: int):
     return [np.asarray(r) for r in res]
 
 
+def _fuse_swish(nodes: list[Node], outputs) -> list[Node]:
+    """``Mul(x, Sigmoid(x))`` (SiLU as exporters write it) → one ``Swish`` node: one table
+    lookup instead of a lookup, a copy and a product."""
+    users: dict[str, list[Node]] = {}
+    for n in nodes:
+        for i in n.inputs:
+            users.setdefault(i, []).append(n)
+    drop, out = set(), []
+    by_out = {o: n for n in nodes for o in n.outputs}
+    for n in nodes:
+        if n.op == "Mul" and len(n.inputs) == 2:
+            for x, s in (n.inputs, n.inputs[::-1]):
+                sig = by_out.get(s)
+                if sig is not None and sig.op == "Sigmoid" and sig.inputs[0] == x and \
+                        len(users.get(s, [])) == 1 and s not in outputs:
+                    drop.add(id(sig))
+                    n = Node("Swish", n.name, [x], n.outputs, {"alpha": 1.0}, n.domain)
+                    break
+        out.append(n)
+    return [n for n in out if id(n) not in drop]
+
+
 def load_graph(model, input_shapes: Mapping[str, tuple] | None = None,
                outputs: Sequence[str] | None = None, source: str | None = None) -> Graph:
     """Load and normalize a model (path or ``onnx.ModelProto``); see the module docstring."""
@@ -364,6 +386,7 @@ def load_graph(model, input_shapes: Mapping[str, tuple] | None = None,
             keep.append(node)
             needed.update(i for i in node.inputs if i)
     keep.reverse()
+    keep = _fuse_swish(keep, chosen)
     used_inputs = [i for i in inputs if i in needed]
     if original_opset < MIN_OPSET:
         notes.insert(0, f"converted from opset {original_opset} to {MIN_OPSET}")

@@ -75,6 +75,9 @@ def _spec(node):
                                                      (x + 0.044715 * x ** 3)))), "linear", \
                 -6.0, 6.0
         return (lambda x: 0.5 * x * (1 + _erf(x / math.sqrt(2)))), "linear", -6.0, 6.0
+    if op_ == "Swish":
+        alpha = float(a("alpha", 1.0))
+        return (lambda x: x * _sigmoid(alpha * x)), "linear", -8.0, 8.0
     if op_ == "Mish":
         return (lambda x: x * np.tanh(np.logaddexp(0.0, x))), "linear", -8.0, 8.0
     if op_ == "Sqrt":
@@ -95,7 +98,15 @@ def tables(fn, grid: str, lo, hi, arch, pwl: bool):
     if grid == "linear":
         lo = max(vmin, lo) if lo is not None else vmin
         hi = min(vmax, hi) if hi is not None else math.log(vmax) if fn is np.exp else vmax
-        inner = np.linspace(lo, hi, max(D - 1, 1))
+        # keys denser where the function bends: density ∝ sqrt|f''| equalizes the
+        # interpolation error of the segments
+        xs = np.linspace(lo, hi, 4097)
+        with np.errstate(all="ignore"):
+            fx = np.nan_to_num(fn(xs))
+        bend = np.sqrt(np.abs(np.gradient(np.gradient(fx, xs), xs)))
+        dens = bend + 0.05 * bend.mean() + 1e-12
+        cdf = np.concatenate([[0.0], np.cumsum((dens[1:] + dens[:-1]) / 2)])
+        inner = np.interp(np.linspace(0.0, cdf[-1], max(D - 1, 1)), cdf, xs)
     else:                                   # geometric away from zero, both signs
         lo = res
         m = max(D - 1, 2)
@@ -157,7 +168,9 @@ def lut_pass(ctx: Lowering, layer, t: Tensor | None, node, fn=None, grid=None, l
     step = Simd(buf, vecs, [("lut", key)], body)
     step.luts = {key: tabs}
     layer.steps.append(step)
-    buf.dirty = True                            # f(0) need not be 0
+    zero = np.zeros(1, dtype=np.int64 if not arch.dtype.is_float else np.float32)
+    if evaluate(tabs, zero, arch, pwl)[0] != 0:
+        buf.dirty = True                        # padding lanes become f(0)
     # how good is the approximation, in the data type?
     dt = arch.dtype
     if not dt.is_float:
@@ -185,7 +198,7 @@ def check_lut(node, g, arch) -> list[str]:
 
 
 @op("Sigmoid", "Tanh", "Exp", "Log", "Softplus", "Softsign", "Elu", "Celu", "Selu", "HardSwish",
-    "Erf", "Gelu", "Mish", "Sqrt", "Reciprocal", check=check_lut, needs_lut=True)
+    "Erf", "Gelu", "Mish", "Sqrt", "Reciprocal", "Swish", check=check_lut, needs_lut=True)
 def unary(node, ctx: Lowering):
     layer, t = ctx.in_acc(node.inputs[0])
     lut_pass(ctx, layer, t, node)

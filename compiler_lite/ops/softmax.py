@@ -32,6 +32,16 @@ def _fn(node, op_name):
                            label=node.label)
 
 
+def _table(node, op_name, K: int) -> dict:
+    """The function and range of each table a softmax uses: exp of x − max ≤ 0; 1/s and
+    log s of a sum s in [1, K]."""
+    fns = {"Exp": (np.exp, -16.0, 0.0),
+           "Reciprocal": (lambda v: 1.0 / np.maximum(v, 1e-6), 0.5, K + 0.5),
+           "Log": (lambda v: np.log(np.maximum(v, 1e-6)), 0.5, K + 0.5)}
+    fn, lo, hi = fns[op_name]
+    return {"node": _fn(node, op_name), "fn": fn, "grid": "linear", "lo": lo, "hi": hi}
+
+
 def _rows(ctx: Lowering, t: Tensor, axis: int):
     """(vector, lane) of every element as (rows, K) arrays, the reduced axis last."""
     idx = np.moveaxis(t.idx, axis, -1)
@@ -83,14 +93,18 @@ def _across_vectors(ctx: Lowering, node, x: str, vec, log: bool) -> None:
         o, a = _pair(X, member, member)
         layer.steps.append(Simd(X, o, [], [SimdOp(Op.MOVE, 0, 0, 0, read="self",
                                                   write="aux")], a, E))
-        lut_pass(ctx, layer, None, _fn(node, "Exp"), buf=E, vecs=np.unique(member))
+        lut_pass(ctx, layer, None, **_table(node, "Exp", node._k), buf=E,
+                 vecs=np.unique(member))
         layer.steps.append(Reduce(S, E, indptr, indices, op=Op.ADD))
-        lut_pass(ctx, layer, None, _fn(node, "Log"), buf=S, vecs=np.arange(G))
+        lut_pass(ctx, layer, None, **_table(node, "Log", node._k), buf=S,
+                 vecs=np.arange(G))
         layer.steps.append(_bcast_simd(X, member, group_of, S, Op.SUBTRACT))
     else:
-        lut_pass(ctx, layer, None, _fn(node, "Exp"), buf=X, vecs=np.unique(member))
+        lut_pass(ctx, layer, None, **_table(node, "Exp", node._k), buf=X,
+                 vecs=np.unique(member))
         layer.steps.append(Reduce(S, X, indptr, indices, op=Op.ADD))
-        lut_pass(ctx, layer, None, _fn(node, "Reciprocal"), buf=S, vecs=np.arange(G))
+        lut_pass(ctx, layer, None, **_table(node, "Reciprocal", node._k), buf=S,
+                 vecs=np.arange(G))
         layer.steps.append(_bcast_simd(X, member, group_of, S, Op.MULTIPLY))
     X.dirty = True
     ctx.set(out, Tensor(t.idx))
@@ -134,14 +148,15 @@ def _across_lanes(ctx: Lowering, node, x: str, vec, lane, log: bool) -> None:
     row_of = np.concatenate([np.full(len(np.unique(dv[r])), r) for r in range(R)])
     layer.steps.append(_bcast_simd(buf_d, member, row_of, M, Op.SUBTRACT))
     if not log:
-        lut_pass(ctx, layer, None, _fn(node, "Exp"), buf=buf_d, vecs=np.unique(member))
+        lut_pass(ctx, layer, None, **_table(node, "Exp", node._k), buf=buf_d,
+                 vecs=np.unique(member))
     buf_d.dirty = True
     ctx.set(d_name, td, internal=True)
     src = td
     if log:                                   # layer 2: e = exp(d) next to d
         e_name = f"{out}:exp"
         layer, te = ctx.copy_layer(td, e_name)
-        lut_pass(ctx, layer, te, _fn(node, "Exp"))
+        lut_pass(ctx, layer, te, **_table(node, "Exp", node._k))
         ctx.set(e_name, te, internal=True)
         src = te
     # last layer: s = Σ lanes (ones tiles), 1/s or log s, then combine with e (or d)
@@ -152,7 +167,7 @@ def _across_lanes(ctx: Lowering, node, x: str, vec, lane, log: bool) -> None:
         for v in np.unique(ev[r]):
             b.add([r], [v], _lane_tile(n, el[r][ev[r] == v]))
     layer = ctx.begin(S, b)
-    lut_pass(ctx, layer, None, _fn(node, "Log" if log else "Reciprocal"), buf=S,
+    lut_pass(ctx, layer, None, **_table(node, "Log" if log else "Reciprocal", node._k), buf=S,
              vecs=np.arange(R))
     base = td if log else src
     buf_y, ty = ctx.new_activation(out, t.shape)
@@ -179,6 +194,7 @@ def softmax(node, ctx: Lowering):
     t = ctx.tensor(x)
     axis = int(node.attr("axis", -1)) % t.idx.ndim
     node._axis = axis
+    node._k = t.idx.shape[axis]
     vec, lane = _rows(ctx, t, axis)
     log = node.op == "LogSoftmax"
     one_lane = (lane == lane[:, :1]).all()
