@@ -81,18 +81,13 @@ def run(args, out=None) -> int:
         if run_.input_saturations:
             print(f"warning: {run_.input_saturations} input value(s) saturated in "
                   f"{c.arch.data_type}", file=sys.stderr)
-    target = Path(args.target)
-    from tcu_hw.errors import CompileError
-    from tcu_hw.files import write_atomic
-    try:
-        target.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise CompileError(f"{target}: cannot create the target directory: "
-                           f"{e.strerror}") from None
-    paths = []
-    for name, data in files.items():
-        write_atomic(target / name, data)
-        paths.append(target / name)
+        sat = {k: v.count for k, v in run_.stats.sat.items() if v.count}
+        if sat:
+            print(f"warning: the golden run saturated {sum(sat.values()):,} result(s) in "
+                  f"{c.arch.data_type} (" + ", ".join(f"{k}: {v:,}" for k, v in sat.items())
+                  + "); the model's values exceed the data type's range", file=sys.stderr)
+    from .compile import write_all
+    paths = write_all(Path(args.target), files)
     if args.summary:
         print(compiler_summary(c), file=out)
     if args.layers_summary:

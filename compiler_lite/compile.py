@@ -18,7 +18,6 @@ from tcu_hw import numeric
 from tcu_hw.arch import Architecture, arch_stem, resolve_arch
 from tcu_hw.artifacts import (ConstsEntry, ProgEntry, TensorEntry, TModel, model_name)
 from tcu_hw.errors import CompileError
-from tcu_hw.files import write_atomic
 
 from .emit import Emitter, LayerStats
 from .frontend import Graph, load_graph
@@ -124,18 +123,31 @@ class Compiled:
 
     def write(self, target: Path, asm: bool = False) -> list[Path]:
         """Write the artifacts into ``target`` (created if needed); returns their paths."""
-        target = Path(target)
-        try:
-            target.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise CompileError(f"{target}: cannot create the target directory: "
-                               f"{e.strerror}") from None
-        files = self.files(asm)
-        paths = []
+        return write_all(target, self.files(asm))
+
+
+def write_all(target, files: dict[str, bytes]) -> list[Path]:
+    """Write every file or none: all go to temporary names first, then are renamed."""
+    import os
+    target = Path(target)
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise CompileError(f"{target}: cannot create the target directory: "
+                           f"{e.strerror}") from None
+    done = []
+    try:
         for name, data in files.items():
-            write_atomic(target / name, data)
-            paths.append(target / name)
-        return paths
+            tmp = target / f".{name}.tmp{os.getpid()}"
+            tmp.write_bytes(data)
+            done.append((tmp, target / name))
+    except OSError as e:
+        for tmp, _ in done:
+            tmp.unlink(missing_ok=True)
+        raise CompileError(f"{target}: cannot write the artifacts: {e.strerror}") from None
+    for tmp, path in done:
+        os.replace(tmp, path)
+    return [path for _, path in done]
 
 
 def compile_model(model, arch, outputs=None, input_shapes=None, strategy: str = "local-vars",

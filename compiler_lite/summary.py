@@ -133,10 +133,11 @@ def compiler_summary(c) -> str:
             ("True MACs (M)", f"{f['macs'] / 1e6:.3f}"),
             ("MAC efficiency (%)", f"{f['mac_efficiency']:.3f}"),
             ("Memory strategy", c.strategy)]
-    sat = [(s.name, s.saturated) for s in c.layers if s.saturated]
     rows.append(("Saturated consts (scalars)", f"{f['saturated_consts']:,}"))
-    for name, k in sat:
-        rows.append((f"  saturated in {name}", f"{k:,}"))
+    for s in c.layers:
+        if s.saturated:
+            rows.append((f"  in layer {s.name} (nodes {', '.join(s.nodes)})",
+                         f"{s.saturated:,}"))
     lines = [RULE, "COMPILER SUMMARY", RULE] + [f"{k}: {v}" for k, v in rows]
     if c.notes:
         lines.append("Notes:")

@@ -127,3 +127,25 @@ def test_resnet_to_logits_from_the_command_line(tmp_path, capsys):
     out = capsys.readouterr().out
     count = int(out.split("Total number of instructions: ")[1].split()[0].replace(",", ""))
     assert count < 102_741                                       # Tensil's figure
+
+
+def test_saturated_constants_are_reported(tmp_path, capsys):
+    m = make_model([helper.make_node("Gemm", ["x", "w"], ["y"], name="big")], {"x": (1, 4)},
+                   ["y"], {"w": np.full((4, 3), 300.0, np.float32)})
+    path = tmp_path / "sat.onnx"
+    path.write_bytes(m.SerializeToString())
+    np.savez(tmp_path / "in.npz", x=np.ones((1, 4), np.float32))
+    assert main(["-a", "pynqz1", "-m", str(path), "-t", str(tmp_path / "o"), "-s", "-q",
+                 "--golden", str(tmp_path / "in.npz")]) == 0
+    cap = capsys.readouterr()
+    assert "Saturated consts (scalars): 12" in cap.out
+    assert "in layer y (nodes big): 12" in cap.out
+    assert "warning: 12 constant value(s) saturated in FP16BP8" in cap.err
+    assert "warning: the golden run saturated 9 result(s)" in cap.err
+
+
+def test_unwritable_target_is_an_error(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    r = _run(["-a", "pynqz1", "-m", str(shared_path("models", DIGITS))], blocker / "sub")
+    assert r.returncode == 2 and "cannot create the target directory" in r.stderr
