@@ -182,18 +182,23 @@ def pairwise(ctx: Lowering, node, a: str, b: str, simd_op: int) -> None:
     ctx.set(out, Tensor(t.idx))
 
 
-@op("Max", "Min", check=_check_binary)
-def max_min(node, ctx: Lowering):
+def _check_max_min(node, g, arch) -> list[str]:
     ins = [i for i in node.inputs if i]
     if len(ins) != 2:
-        ctx.fail("only two operands are supported")
-    a, b = ins
+        return [f"{len(ins)} operands: only two are supported"]
+    for x in ins:
+        if g.is_const(x) and np.asarray(g.consts[x]).size != 1:
+            return ["a constant operand must be a scalar"]
+    return _check_binary(node, g, arch)
+
+
+@op("Max", "Min", check=_check_max_min)
+def max_min(node, ctx: Lowering):
+    a, b = [i for i in node.inputs if i]
     simd_op = Op.MAX if node.op == "Max" else Op.MIN
     if ctx.is_const(a) or ctx.is_const(b):
         x, c = (b, ctx.const(a)) if ctx.is_const(a) else (a, ctx.const(b))
         c = np.asarray(c)
-        if c.size != 1:
-            ctx.fail("Max/Min with a non-scalar constant is not supported")
         return clip(ctx, node, x, float(c) if node.op == "Max" else None,
                     float(c) if node.op == "Min" else None)
     pairwise(ctx, node, a, b, simd_op)
@@ -294,6 +299,12 @@ def leaky_relu(node, ctx: Lowering):
 def _check_prelu(node, g, arch) -> list[str]:
     if not g.is_const(node.inputs[1]):
         return ["the slope must be a constant"]
+    slope, shape = np.asarray(g.consts[node.inputs[1]]), g.shapes[node.inputs[0]]
+    try:
+        np.broadcast_shapes(slope.shape, shape)
+    except ValueError:
+        if not (slope.ndim == 1 and len(shape) > 1 and slope.size == shape[1]):
+            return [f"slope shape {list(slope.shape)} does not broadcast to {list(shape)}"]
     return []
 
 
@@ -303,12 +314,6 @@ def prelu(node, ctx: Lowering):
     slope = ctx.const(node.inputs[1])
     try:
         slope = np.broadcast_to(slope, x.shape)
-    except ValueError:
-        if slope.ndim == 1 and len(x.shape) > 1 and slope.size == x.shape[1]:
-            # opset < 7: one slope per channel
-            slope = np.broadcast_to(slope.reshape((1, -1) + (1,) * (len(x.shape) - 2)),
-                                    x.shape)
-        else:
-            ctx.fail(f"slope shape {list(slope.shape)} does not broadcast to "
-                     f"{list(x.shape)}")
+    except ValueError:                          # opset < 7: one slope per channel
+        slope = np.broadcast_to(slope.reshape((1, -1) + (1,) * (len(x.shape) - 2)), x.shape)
     leaky(ctx, node, node.inputs[0], slope)

@@ -77,6 +77,9 @@ def check_resize(node, g, arch) -> list[str]:
                    + ", ".join(COORDS))
     if node.attr("antialias", 0):
         out.append("antialias is not supported")
+    if node.attr("keep_aspect_ratio_policy", "stretch") != "stretch":
+        out.append(f"keep_aspect_ratio_policy '{node.attr('keep_aspect_ratio_policy')}' is "
+                   f"not supported (stretch is)")
     for k in range(1, len(node.inputs)):
         if node.inputs[k] and not g.is_const(node.inputs[k]):
             out.append(f"input {k} must be constant")
