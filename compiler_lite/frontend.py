@@ -311,6 +311,49 @@ def _fuse_swish(nodes: list[Node], outputs) -> list[Node]:
     return [n for n in out if id(n) not in drop]
 
 
+def _fold_pads(nodes: list[Node], consts: dict, shapes: dict, outputs) -> list[Node]:
+    """A zero ``Pad`` of the spatial axes feeding only Conv nodes becomes their padding."""
+    users: dict[str, list[Node]] = {}
+    for n in nodes:
+        for i in n.inputs:
+            users.setdefault(i, []).append(n)
+    drop = set()
+    for n in nodes:
+        if n.op != "Pad" or n.outputs[0] in outputs or n.attr("mode", "constant") != "constant":
+            continue
+        convs = users.get(n.outputs[0], [])
+        if not convs or any(c.op != "Conv" or c.inputs[0] != n.outputs[0] for c in convs):
+            continue
+        rank = len(shapes.get(n.inputs[0], ()))
+        if rank not in (3, 4):
+            continue
+        pads = consts.get(n.inputs[1]) if len(n.inputs) > 1 and n.inputs[1] else n.attr("pads")
+        value = consts.get(n.inputs[2]) if len(n.inputs) > 2 and n.inputs[2] else \
+            n.attr("value", 0.0)
+        axes = consts.get(n.inputs[3]) if len(n.inputs) > 3 and n.inputs[3] else None
+        if pads is None or value is None or (np.asarray(value).size and
+                                             float(np.asarray(value).reshape(-1)[0]) != 0.0):
+            continue
+        pads = [int(p) for p in np.ravel(pads)]
+        axes = list(range(rank)) if axes is None else [int(a) % rank for a in np.ravel(axes)]
+        full = [0] * (2 * rank)
+        for j, a in enumerate(axes):
+            full[a], full[a + rank] = pads[j], pads[j + len(axes)]
+        if any(p < 0 for p in full) or full[0] or full[1] or full[rank] or full[rank + 1]:
+            continue
+        extra = full[2:rank] + full[rank + 2:]
+        ok = all(c.attr("auto_pad", "NOTSET") in ("NOTSET", "") for c in convs)
+        if not ok:
+            continue
+        for c in convs:
+            dims = rank - 2
+            old = list(c.attr("pads", [0] * 2 * dims) or [0] * 2 * dims)
+            c.attrs["pads"] = [a + b for a, b in zip(old, extra)]
+            c.inputs[0] = n.inputs[0]
+        drop.add(id(n))
+    return [n for n in nodes if id(n) not in drop]
+
+
 def load_graph(model, input_shapes: Mapping[str, tuple] | None = None,
                outputs: Sequence[str] | None = None, source: str | None = None) -> Graph:
     """Load and normalize a model (path or ``onnx.ModelProto``); see the module docstring."""
@@ -387,6 +430,7 @@ def load_graph(model, input_shapes: Mapping[str, tuple] | None = None,
             needed.update(i for i in node.inputs if i)
     keep.reverse()
     keep = _fuse_swish(keep, chosen)
+    keep = _fold_pads(keep, consts, shapes, chosen)
     used_inputs = [i for i in inputs if i in needed]
     if original_opset < MIN_OPSET:
         notes.insert(0, f"converted from opset {original_opset} to {MIN_OPSET}")

@@ -93,3 +93,19 @@ def test_unreadable_file(tmp_path):
     bad.write_bytes(b"not a protobuf at all \xff\xff")
     with pytest.raises(CompileError, match="bad.onnx: cannot read ONNX model"):
         load_graph(bad)
+
+
+def test_zero_pad_before_conv_becomes_its_padding():
+    m = make_model([helper.make_node("Pad", ["x", "p"], ["a"]),
+                    helper.make_node("Conv", ["a", "w"], ["y"], pads=[0, 1, 0, 0])],
+                   {"x": (1, 3, 5, 6)}, ["y"], {"w": rand((4, 3, 3, 3), 1, 0.3)})
+    m.graph.initializer.append(numpy_helper.from_array(
+        np.array([0, 0, 1, 2, 0, 0, 2, 1], np.int64), "p"))
+    g = load_graph(m)
+    assert [(n.op, n.attr("pads")) for n in g.nodes] == [("Conv", [1, 3, 2, 1])]
+    x = rand((1, 3, 5, 6), 2)
+    ref = ort_run(m, {"x": x})["y"]
+    d = preset("pynqz1").to_dict()
+    d["data_type"] = "FLOAT32"
+    _, run = compile_and_run(m, Architecture.from_dict(d), {"x": x})
+    np.testing.assert_allclose(run.outputs["y"], ref, rtol=1e-5, atol=1e-5)
