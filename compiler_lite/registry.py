@@ -45,9 +45,12 @@ def check_graph(g: Graph, arch) -> None:
             problems.append(f"{node.label}: operator{where} not supported")
             continue
         if spec.needs_lut and arch.lut_count < 1:
+            hint = ""
+            if any(o in g.outputs for o in node.outputs) and node.inputs:
+                hint = f"; or stop before it with -o '{node.inputs[0]}'"
             problems.append(f"{node.label}: needs lookup tables: the architecture must have "
                             f"lut_count ≥ 1 and lut_depth ≥ 2 (it has lut_count "
-                            f"{arch.lut_count})")
+                            f"{arch.lut_count}){hint}")
             continue
         reasons = spec.check(node, g, arch) if spec.check else []
         problems.extend(f"{node.label}: {r}" for r in reasons)
