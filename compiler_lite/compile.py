@@ -7,7 +7,6 @@ leaves no partial artifacts).
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,7 +15,8 @@ import numpy as np
 
 from tcu_hw import numeric
 from tcu_hw.arch import Architecture, arch_stem, resolve_arch
-from tcu_hw.artifacts import (ConstsEntry, ProgEntry, TensorEntry, TModel, model_name)
+from tcu_hw.artifacts import (ConstsEntry, ProgEntry, TensorEntry, TensorLayout, TModel,
+                              io_layout_json, model_name)
 from tcu_hw.errors import CompileError
 
 from .emit import Emitter, LayerStats
@@ -29,44 +29,6 @@ RESIZE_MODES = ("onnx", "tensil")
 
 
 @dataclass
-class IOTensor:
-    """Where a model input or output sits in DRAM0 and how its elements map to vectors."""
-
-    name: str
-    shape: tuple
-    order: tuple            # ONNX axes outer → inner; the last one is in the lanes
-    base: int
-    vectors: int
-
-    def to_dict(self) -> dict:
-        return {"name": self.name, "shape": list(self.shape), "order": list(self.order),
-                "base": self.base, "size": self.vectors}
-
-    def to_vectors(self, values: np.ndarray, n: int) -> np.ndarray:
-        """Model-layout array → (vectors, n) in vector layout (padding lanes zero)."""
-        a = np.asarray(values)
-        if tuple(a.shape) != tuple(self.shape):
-            raise CompileError(f"tensor '{self.name}': shape {list(a.shape)}, expected "
-                               f"{list(self.shape)}")
-        t = np.transpose(a, self.order)
-        inner = t.shape[-1] if t.ndim else 1
-        rows = t.reshape(-1, inner)
-        per = -(-inner // n)
-        out = np.zeros((rows.shape[0], per * n), dtype=rows.dtype)
-        out[:, :inner] = rows
-        return out.reshape(-1, n)
-
-    def from_vectors(self, vecs: np.ndarray, n: int) -> np.ndarray:
-        """(vectors, n) → model-layout array."""
-        tshape = [self.shape[a] for a in self.order]
-        inner = tshape[-1] if tshape else 1
-        per = -(-inner // n)
-        rows = np.asarray(vecs).reshape(-1, per * n)[:, :inner]
-        t = rows.reshape(tshape)
-        return np.transpose(t, np.argsort(self.order))
-
-
-@dataclass
 class Compiled:
     """A compiled model, in memory."""
 
@@ -75,8 +37,8 @@ class Compiled:
     graph: Graph
     program: list
     consts: np.ndarray                      # raw vectors of the constants image
-    inputs: list[IOTensor]
-    outputs: list[IOTensor]
+    inputs: list[TensorLayout]
+    outputs: list[TensorLayout]
     strategy: str
     layers: list[LayerStats]
     plan: MemoryPlan
@@ -103,16 +65,13 @@ class Compiled:
     def consts_bytes(self) -> bytes:
         return numeric.encode_vectors(self.consts, self.arch.dtype)
 
-    def io_layout(self) -> dict:
-        return {"array_size": self.arch.array_size, "data_type": self.arch.data_type,
-                "inputs": [t.to_dict() for t in self.inputs],
-                "outputs": [t.to_dict() for t in self.outputs]}
 
     def files(self, asm: bool = False) -> dict[str, bytes]:
         """File name → contents of every artifact."""
         out = {f"{self.name}.tprog": self.program_bytes(),
                f"{self.name}.tmodel": (self.tmodel().to_json() + "\n").encode(),
-               f"{self.name}.tio.json": (json.dumps(self.io_layout(), indent=1) + "\n").encode()}
+               f"{self.name}.tio.json": io_layout_json(self.arch, self.inputs,
+                                                       self.outputs).encode()}
         if len(self.consts):
             out[f"{self.name}.tdata"] = self.consts_bytes()
         if asm:
@@ -188,7 +147,7 @@ def compile_model(model, arch, outputs=None, input_shapes=None, strategy: str = 
                     plan, time.perf_counter() - t0, g.notes + low.notes, resize_mode)
 
 
-def _io(low: Lowering, b, name: str | None = None) -> IOTensor:
+def _io(low: Lowering, b, name: str | None = None) -> TensorLayout:
     name = name or b.name
     shape = low.g.shape(name)
-    return IOTensor(name, tuple(shape), tuple(b.order), b.home[1], b.vectors)
+    return TensorLayout(name, tuple(shape), tuple(b.order), b.home[1], b.vectors)

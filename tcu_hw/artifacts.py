@@ -31,6 +31,74 @@ def model_name(model_file, arch: ArchSpec) -> str:
     return re.sub(r"[^A-Za-z0-9 :]", "_", Path(model_file).name) + "_" + arch_stem(arch)
 
 
+# ----------------------------------------------------------------------------- I/O layout
+
+@dataclass(frozen=True)
+class TensorLayout:
+    """Where a model input or output sits in DRAM0 and how its elements map to vectors.
+
+    ``order``: the tensor's axes from outermost to innermost as stored; the innermost axis is
+    spread over the lanes (zero-padded to whole vectors). Compiled models write these to
+    ``<name>.tio.json`` next to the `.tmodel` (not part of Tensil's files).
+    """
+
+    name: str
+    shape: tuple
+    order: tuple
+    base: int
+    vectors: int
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "shape": list(self.shape), "order": list(self.order),
+                "base": self.base, "size": self.vectors}
+
+    def to_vectors(self, values, n: int) -> np.ndarray:
+        """Model-layout array → (vectors, n) in vector layout (padding lanes zero)."""
+        a = np.asarray(values)
+        if tuple(a.shape) != tuple(self.shape):
+            raise ArtifactError(f"tensor '{self.name}': shape {list(a.shape)}, expected "
+                                f"{list(self.shape)}")
+        t = np.transpose(a, self.order)
+        inner = t.shape[-1] if t.ndim else 1
+        rows = t.reshape(-1, inner)
+        per = -(-inner // n)
+        out = np.zeros((rows.shape[0], per * n), dtype=rows.dtype)
+        out[:, :inner] = rows
+        return out.reshape(-1, n)
+
+    def from_vectors(self, vecs, n: int) -> np.ndarray:
+        """(vectors, n) → model-layout array."""
+        tshape = [self.shape[a] for a in self.order]
+        inner = tshape[-1] if tshape else 1
+        per = -(-inner // n)
+        rows = np.asarray(vecs).reshape(-1, per * n)[:, :inner]
+        return np.transpose(rows.reshape(tshape), np.argsort(self.order))
+
+
+def io_layout_json(arch: Architecture, inputs, outputs) -> str:
+    return json.dumps({"array_size": arch.array_size, "data_type": arch.data_type,
+                       "inputs": [t.to_dict() for t in inputs],
+                       "outputs": [t.to_dict() for t in outputs]}, indent=1) + "\n"
+
+
+def read_io_layout(path) -> tuple[list[TensorLayout], list[TensorLayout]]:
+    """(inputs, outputs) of a ``.tio.json``."""
+    d = read_json(path, "I/O layout (.tio.json)", ArtifactError)
+    out = []
+    try:
+        for key in ("inputs", "outputs"):
+            out.append([TensorLayout(e["name"], tuple(int(v) for v in e["shape"]),
+                                     tuple(int(v) for v in e["order"]), int(e["base"]),
+                                     int(e["size"])) for e in d[key]])
+    except (KeyError, TypeError, ValueError) as e:
+        raise ArtifactError(f"{path}: malformed I/O layout: {e}") from None
+    for t in out[0] + out[1]:
+        if sorted(t.order) != list(range(len(t.shape))):
+            raise ArtifactError(f"{path}: tensor '{t.name}': order {list(t.order)} is not a "
+                                f"permutation of its {len(t.shape)} axes")
+    return out[0], out[1]
+
+
 # ----------------------------------------------------------------------------------- tmodel
 
 @dataclass(frozen=True)
