@@ -1,0 +1,162 @@
+"""``python -m sim.check``: one command from an ONNX model to a verified result.
+
+    python -m sim.check -a ARCH -m MODEL.onnx [--backend emulator|pyrtl|verilator]
+                        [--inputs in.npz] [-o OUT[,OUT]] [-i "NAME [d0,...]"] [-t DIR]
+
+Compiles the model (``compiler_lite``), runs it in float on onnxruntime, on the golden
+emulator and on the chosen hardware backend (through :class:`sim.driver.Driver`), and prints
+per output the largest difference from the float result (also in units of the data type's
+last place), whether the hardware agrees with the emulator bit for bit, the cycles and the
+MAC utilization. Exit status 0 when the hardware is bit-exact (and, with ``--tolerance``,
+every error is within it), 1 otherwise. Inputs default to seeded random values of each
+input's shape.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from tcu_hw.arch import PRESETS
+from tcu_hw.errors import ArtifactError, run_cli
+
+RULE = "-" * 78
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m sim.check",
+                                description=__doc__.splitlines()[0].strip('`: '))
+    p.add_argument("-a", "--arch", required=True, metavar="ARCH",
+                   help=f"a .tarch file or a preset ({', '.join(PRESETS)})")
+    p.add_argument("-m", "--model", required=True, metavar="MODEL.onnx")
+    p.add_argument("--backend", choices=("emulator", "pyrtl", "verilator"), default="pyrtl")
+    p.add_argument("--inputs", metavar="IN.npz",
+                   help="inputs keyed by name, in the model's layout (default: random)")
+    p.add_argument("-o", "--output", metavar="OUTPUT[,OUTPUT]",
+                   help="tensors to compute (default: the graph outputs)")
+    p.add_argument("-i", "--input-shapes", action="append", metavar='"NAME [d0,d1,...]"')
+    p.add_argument("--strategy", default="local-vars")
+    p.add_argument("-t", "--target", metavar="DIR",
+                   help="keep the compiled artifacts here (default: a temporary directory)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    p.add_argument("--latency", type=int, default=20, help="DRAM read latency (cycles)")
+    p.add_argument("--tolerance", type=float,
+                   help="also fail when an output differs from float by more than this")
+    return p
+
+
+def _reference(model_path, feeds: dict, outputs: list[str]) -> dict:
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        raise ArtifactError("sim.check compares with onnxruntime: pip install onnxruntime "
+                            "(it is in the test extra: pip install -e \".[test]\")") from None
+    import onnx
+    m = onnx.load(str(model_path))
+    for vi in list(m.graph.input) + list(m.graph.output):       # any batch size
+        dims = vi.type.tensor_type.shape.dim
+        if dims:
+            dims[0].dim_param = "N"
+    del m.graph.value_info[:]
+    have = {o.name for o in m.graph.output}
+    for name in outputs:
+        if name not in have:
+            m.graph.output.append(onnx.helper.make_tensor_value_info(
+                name, onnx.TensorProto.FLOAT, None))
+    if m.ir_version > 10:
+        m.ir_version = 10
+    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    res = sess.run(outputs, {k: np.asarray(v, dtype=np.float32) for k, v in feeds.items()})
+    return dict(zip(outputs, res))
+
+
+def check(args: argparse.Namespace, out=None) -> int:
+    from compiler_lite.compile import compile_model
+    from compiler_lite.frontend import parse_input_shapes
+    from compiler_lite.golden import read_inputs
+    from compiler_lite.summary import figures
+
+    from .driver import Driver
+    out = out or sys.stdout
+    t0 = time.perf_counter()
+    outputs = [o.strip() for o in args.output.split(",") if o.strip()] if args.output else None
+    c = compile_model(args.model, args.arch, outputs=outputs,
+                      input_shapes=parse_input_shapes(args.input_shapes),
+                      strategy=args.strategy)
+    t_compile = time.perf_counter() - t0
+    tmp = None
+    target = Path(args.target) if args.target else Path(tmp := tempfile.mkdtemp(prefix="check_"))
+    try:
+        c.write(target)
+        tmodel = target / f"{c.name}.tmodel"
+        if args.inputs:
+            feeds = read_inputs(args.inputs)
+        else:
+            rng = np.random.default_rng(args.seed)
+            feeds = {t.name: rng.standard_normal(t.shape).astype(np.float32)
+                     for t in c.inputs}
+        names = [t.name for t in c.outputs]
+        ref = _reference(args.model, feeds, names)
+        emu = Driver(c.arch, "emulator")
+        emu.load_model(tmodel)
+        t = time.perf_counter()
+        golden = emu.run(feeds)
+        t_emu = time.perf_counter() - t
+        hw = None
+        if args.backend != "emulator":
+            drv = Driver(c.arch, args.backend, latency=args.latency)
+            drv.load_model(tmodel)
+            t = time.perf_counter()
+            hw = drv.run(feeds)
+            t_hw = time.perf_counter() - t
+    finally:
+        if tmp:
+            import shutil
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    dt = c.arch.dtype
+    lsb = 2.0 ** -dt.binary_point if not dt.is_float else None
+    f = figures(c)
+    ok = True
+    lines = [RULE, f"CHECK {c.name}: {args.model} on {args.backend} "
+             f"({c.arch.array_size}x{c.arch.array_size} {dt.name})", RULE,
+             f"{'output':<24} {'shape':<16} {'max|err| vs float':>17} {'LSB':>7} "
+             f"{'max|float|':>10}  bit-exact"]
+    for name in names:
+        err = float(np.abs(golden.outputs[name] - ref[name]).max()) if ref[name].size else 0.0
+        exact = "n/a" if hw is None else \
+            ("yes" if np.array_equal(hw.raw[name], golden.raw[name]) else "NO")
+        ok &= exact != "NO"
+        if args.tolerance is not None and err > args.tolerance:
+            ok = False
+        label = name if len(name) <= 24 else "…" + name[-23:]
+        lines.append(f"{label:<24} {str(list(ref[name].shape)):<16} {err:>17.5f} "
+                     f"{(err / lsb if lsb else 0):>7.1f} {float(np.abs(ref[name]).max()):>10.3f}"
+                     f"  {exact}")
+    lines.append(f"instructions: {len(c.program):,}; true MACs: {f['macs']:,}; "
+                 f"compile {t_compile:.2f} s; emulator {t_emu:.2f} s")
+    if hw is not None:
+        n = c.arch.array_size
+        macs = f["macs"] * golden.runs
+        util = macs / (n * n * hw.cycles) if hw.cycles else 0.0
+        lines.append(f"cycles ({args.backend}, DRAM latency {args.latency}): {hw.cycles:,}; "
+                     f"MAC utilization {100 * util:.1f}%; run {t_hw:.2f} s")
+    sats = sum(sum(s.get("saturations", {}).values()) for s in golden.stats)
+    if golden.input_saturations or sats:
+        lines.append(f"saturated: {golden.input_saturations} input value(s), {sats} result(s)")
+    lines += [f"RESULT: {'PASS' if ok else 'FAIL'}", RULE]
+    print("\n".join(lines), file=out)
+    return 0 if ok else 1
+
+
+def main(argv=None) -> int:
+    return run_cli(build_parser(), check, argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,42 @@
+"""``python -m sim.check`` on the digits CNN and the speech-commands model."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sim.check import main
+
+from ..conftest import requires_gcc, shared_path
+
+
+@pytest.mark.parametrize("backend", ["emulator", pytest.param("pyrtl", marks=requires_gcc)])
+def test_digits(backend, capsys, tmp_path):
+    x = np.load(shared_path("models", "digits_test_x.npy"))[:4]
+    np.savez(tmp_path / "in.npz", x=x)
+    code = main(["-a", "pynqz1", "-m", str(shared_path("models", "digits_cnn_opset10.onnx")),
+                 "--backend", backend, "--inputs", str(tmp_path / "in.npz"),
+                 "-i", "x [4,1,8,8]", "--tolerance", "0.5", "-t", str(tmp_path / "art")])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "RESULT: PASS" in out and "logits" in out and "[4, 10]" in out
+    if backend == "pyrtl":
+        assert "bit-exact" in out and " yes" in out and "MAC utilization" in out
+    assert (tmp_path / "art" / "digits_cnn_opset10_onnx_pynqz1.tmodel").exists()
+
+
+@pytest.mark.parametrize("backend", ["emulator", pytest.param("pyrtl", marks=requires_gcc)])
+def test_speech(backend, capsys, speech_dir):
+    code = main(["-a", str(speech_dir / "speech_robot.tarch"),
+                 "-m", str(speech_dir / "speech_commands.onnx"), "--backend", backend])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "dense_1" in out and "RESULT: PASS" in out
+
+
+def test_tolerance_failure_and_errors(capsys, tmp_path):
+    code = main(["-a", "pynqz1", "-m", str(shared_path("models", "digits_cnn_opset10.onnx")),
+                 "--backend", "emulator", "--tolerance", "1e-9"])
+    assert code == 1 and "RESULT: FAIL" in capsys.readouterr().out
+    assert main(["-a", "pynqz1", "-m", str(tmp_path / "none.onnx")]) == 2
+    assert "no such ONNX model file" in capsys.readouterr().err
