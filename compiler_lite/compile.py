@@ -75,10 +75,21 @@ class Compiled:
         if len(self.consts):
             out[f"{self.name}.tdata"] = self.consts_bytes()
         if asm:
-            from tcu_hw.asm import listing
-            out[f"{self.name}.tasm"] = ("\n".join(listing(self.program, self.arch.layout))
-                                        + "\n").encode()
+            out[f"{self.name}.tasm"] = self.assembly().encode()
         return out
+
+    def assembly(self) -> str:
+        """The listing, with a comment line at the start of each layer (its program-counter
+        range and nodes: what ``sim.run --window`` needs to look at one layer)."""
+        from tcu_hw.asm import listing
+        lines = list(listing(self.program, self.arch.layout))
+        out, pc = [], 0
+        for k, s in enumerate(self.layers):
+            out.append(f"; layer {k}: {s.name} (nodes {', '.join(s.nodes)}), pc {pc}.."
+                       f"{pc + s.instructions - 1}")
+            out += lines[pc:pc + s.instructions]
+            pc += s.instructions
+        return "\n".join(out) + "\n"
 
     def write(self, target: Path, asm: bool = False) -> list[Path]:
         """Write the artifacts into ``target`` (created if needed); returns their paths."""

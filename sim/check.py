@@ -47,6 +47,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--latency", type=int, default=20, help="DRAM read latency (cycles)")
     p.add_argument("--tolerance", type=float,
                    help="also fail when an output differs from float by more than this")
+    p.add_argument("--vcd", metavar="WAVES.vcd",
+                   help="pyrtl backend: write the waveform of the first run (with a GTKWave "
+                        "save file next to it)")
+    from .run import _around, _window
+    p.add_argument("--window", type=_window, metavar="PC_FROM:PC_TO",
+                   help="program-counter window of the waveform (default: whole program)")
+    p.add_argument("--around", type=_around, metavar="PC[:RADIUS]",
+                   help="waveform window around one instruction")
     return p
 
 
@@ -108,11 +116,13 @@ def check(args: argparse.Namespace, out=None) -> int:
         golden = emu.run(feeds)
         t_emu = time.perf_counter() - t
         hw = None
+        if (args.vcd or args.window or args.around) and args.backend != "pyrtl":
+            raise ArtifactError("--vcd, --window and --around need --backend pyrtl")
         if args.backend != "emulator":
             drv = Driver(c.arch, args.backend, latency=args.latency)
             drv.load_model(tmodel)
             t = time.perf_counter()
-            hw = drv.run(feeds)
+            hw = drv.run(feeds, vcd=args.vcd, window=args.window or args.around)
             t_hw = time.perf_counter() - t
     finally:
         if tmp:
@@ -146,6 +156,8 @@ def check(args: argparse.Namespace, out=None) -> int:
         util = macs / (n * n * hw.cycles) if hw.cycles else 0.0
         lines.append(f"cycles ({args.backend}, DRAM latency {args.latency}): {hw.cycles:,}; "
                      f"MAC utilization {100 * util:.1f}%; run {t_hw:.2f} s")
+        if args.vcd:
+            lines.append(f"waveform: {args.vcd}; open with gtkwave {hw.stats[0]['gtkw']}")
     sats = sum(sum(s.get("saturations", {}).values()) for s in golden.stats)
     if golden.input_saturations or sats:
         lines.append(f"saturated: {golden.input_saturations} input value(s), {sats} result(s)")

@@ -43,6 +43,18 @@ def _window(text: str) -> tuple[int, int]:
     return a, b
 
 
+def _around(text: str) -> tuple[int, int]:
+    """``PC[:RADIUS]`` → the window PC-RADIUS .. PC+RADIUS (radius 4 by default)."""
+    try:
+        pc, _, r = text.partition(":")
+        pc, r = int(pc, 0), int(r, 0) if r else 4
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected PC[:RADIUS], got {text!r}") from None
+    if pc < 0 or r < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: PC and RADIUS must be >= 0")
+    return max(0, pc - r), pc + r
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m sim.run", description=__doc__.splitlines()[0])
     p.add_argument("--backend", choices=BACKENDS, default="pyrtl")
@@ -56,6 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--vcd", metavar="WAVES.vcd", help="write a waveform (pyrtl backend)")
     p.add_argument("--window", type=_window, metavar="PC_FROM:PC_TO",
                    help="program-counter window of the waveform (default: whole program)")
+    p.add_argument("--around", type=_around, metavar="PC[:RADIUS]",
+                   help="waveform window around one instruction (default radius 4)")
     p.add_argument("--latency", type=int, default=20, help="DRAM read latency in cycles")
     p.add_argument("--cycles-per-vector", type=int, default=1,
                    help="DRAM bandwidth: one vector every N cycles")
@@ -79,8 +93,12 @@ def run(args: argparse.Namespace) -> int:
     outputs = split_paths(args.outputs)
     raw_inputs, sats = read_input_csvs(model, split_paths(args.inputs))
     check_output_paths(model, outputs, "-o")
+    if args.around:
+        if args.window:
+            raise ArtifactError("give --window or --around, not both")
+        args.window = args.around
     if (args.vcd or args.window) and args.backend != "pyrtl":
-        raise ArtifactError("--vcd and --window need --backend pyrtl")
+        raise ArtifactError("--vcd, --window and --around need --backend pyrtl")
     if not 0 <= args.stall_probability < 1 or args.latency < 0 or args.cycles_per_vector < 1:
         raise ArtifactError("DRAM timing: --latency >= 0, --cycles-per-vector >= 1, "
                             "0 <= --stall-probability < 1")

@@ -40,3 +40,18 @@ def test_tolerance_failure_and_errors(capsys, tmp_path):
     assert code == 1 and "RESULT: FAIL" in capsys.readouterr().out
     assert main(["-a", "pynqz1", "-m", str(tmp_path / "none.onnx")]) == 2
     assert "no such ONNX model file" in capsys.readouterr().err
+
+
+@requires_gcc
+def test_waveform_around_an_instruction(capsys, tmp_path):
+    vcd = tmp_path / "w.vcd"
+    code = main(["-a", "pynqz1", "-m", str(shared_path("models", "digits_cnn_opset10.onnx")),
+                 "--backend", "pyrtl", "--vcd", str(vcd), "--around", "150:3"])
+    out = capsys.readouterr().out
+    assert code == 0 and "waveform:" in out
+    text = vcd.read_text()
+    assert "$scope module array $end" in text and "$scope module simd $end" in text
+    assert (tmp_path / "w.gtkw").read_text().startswith('[dumpfile] "w.vcd"')
+    assert main(["-a", "pynqz1", "-m", str(shared_path("models", "digits_cnn_opset10.onnx")),
+                 "--backend", "emulator", "--vcd", str(vcd)]) == 2
+    assert "need --backend pyrtl" in capsys.readouterr().err

@@ -46,7 +46,7 @@ def test_waveform_window(xor_model, tmp_path, capsys):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--backend", "emulator", "--vcd", "w.vcd"], "--vcd and --window need --backend pyrtl"),
+    (["--backend", "emulator", "--vcd", "w.vcd"], "--vcd, --window and --around need --backend pyrtl"),
     (["--stall-probability", "1.5"], "DRAM timing"),
 ])
 def test_bad_options(xor_model, capsys, argv, message):
