@@ -1,0 +1,172 @@
+"""The figures the project reports about itself, in one table (and JSON).
+
+    python bench/report.py [--json bench/results.json] [--synth] [--skip-verilator]
+
+1. Models on the cycle-accurate PyRTL core (DRAM read latency 20): Tensil's compiled
+   speech-commands program, ours, ResNet-20 v2 on pynqz1 and ultra96v2 (to the logits: the
+   final Softmax needs lookup tables these boards lack) and the digits CNN: instructions,
+   cycles, MAC utilization, compile time; Tensil's published figures beside them.
+2. Simulation speed: the golden emulator, the PyRTL core (n = 8 and 16) and the generated
+   Verilog under Verilator (if installed), each on a whole program.
+3. With ``--synth``: Yosys synth_xilinx of pynqz1 (LUT, FF, DSP, BRAM; minutes).
+
+Not a test. ``bench/compile_report.py``, ``core_cycles.py``, ``pyrtl_speed.py``,
+``emulator_speed.py``, ``gen_report.py`` and ``synth_report.py`` go into more detail.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from compile_report import MODELS, SPEECH, _inputs  # noqa: E402
+
+from compiler_lite.compile import compile_model  # noqa: E402
+from compiler_lite.summary import figures  # noqa: E402
+from tcu_hw import numeric  # noqa: E402
+
+TENSIL_SPEECH_RTL_CYCLES = 1_678_969
+
+
+def core_run(arch, program, dram0, consts):
+    from sim.pyrtl_backend import DramTiming, cached_core, program_bits_for
+    core = cached_core(arch, program_bits=max(17, program_bits_for(len(program))))
+    t = time.perf_counter()
+    res = core.run(program, dram0=dram0, dram1={0: consts} if len(consts) else {},
+                   timing=DramTiming(latency=20))
+    return res.cycles, time.perf_counter() - t
+
+
+def models() -> list[dict]:
+    rows = []
+    from sim.model import consts_images, load_model, load_program
+    m = load_model(SPEECH / "speech_commands_onnx_speech_robot.tmodel")
+    prog = load_program(m)
+    raw = np.fromfile(SPEECH / "input0_tensil_models_csv.bin", dtype="<i2").reshape(-1, 8)
+    cycles, secs = core_run(m.arch, prog, {0: raw}, consts_images(m)[0][1])
+    macs = 27_868_832                         # the model's true MACs (our compile counts them)
+    rows.append({"model": "speech (Tensil's program)", "arch": "speech_robot",
+                 "instructions": len(prog), "cycles": cycles,
+                 "mac_utilization": macs / (64 * cycles), "sim_seconds": secs,
+                 "tensil_rtl_cycles": TENSIL_SPEECH_RTL_CYCLES})
+    for name, path, arch, outs, tensil in MODELS:
+        t = time.perf_counter()
+        c = compile_model(path, arch, outputs=outs)
+        seconds = time.perf_counter() - t
+        f = figures(c)
+        feeds = _inputs(c, name)
+        n = c.arch.array_size
+        dram0 = {t_.base: numeric.to_fixed(t_.to_vectors(feeds[t_.name], n), c.arch.dtype)[0]
+                 for t_ in c.inputs}
+        cycles, secs = core_run(c.arch, c.program, dram0, c.consts)
+        rows.append({"model": name, "arch": Path(arch).stem, "instructions": len(c.program),
+                     "cycles": cycles, "mac_utilization": f["macs"] / (n * n * cycles),
+                     "compile_seconds": seconds, "consts_vectors": f["consts_vectors"],
+                     "true_macs": f["macs"], "estimated_cycles": f["cycles"],
+                     "sim_seconds": secs, "tensil": tensil})
+    return rows
+
+
+def speeds(skip_verilator: bool) -> list[dict]:
+    from sim.emulator import Emulator
+    from sim.model import consts_images, emulate, load_model, load_program, prepare
+    out = []
+    m = load_model(SPEECH / "speech_commands_onnx_speech_robot.tmodel")
+    prog = load_program(m)
+    raw = np.fromfile(SPEECH / "input0_tensil_models_csv.bin", dtype="<i2").reshape(-1, 8)
+    emu = Emulator(m.arch)
+    prepare(emu, m)
+    t = time.perf_counter()
+    emulate(m, {"input_1": raw}, raw=True, emulator=emu)
+    secs = time.perf_counter() - t
+    out.append({"simulator": "emulator", "program": "speech (Tensil)",
+                "seconds": secs, "rate": len(prog) / secs, "unit": "instructions/s"})
+    from sim.pyrtl_backend import DramTiming, PyrtlCore
+    for arch_name in ("pynqz1", "ultra96v2"):
+        from tcu_hw.arch import resolve_arch
+        arch = resolve_arch(arch_name)
+        c = compile_model(ROOT.parent / "shared" / "models" / "resnet20v2_cifar.onnx", arch,
+                          outputs=["dense/BiasAdd:0"])
+        t = time.perf_counter()
+        core = PyrtlCore(arch, program_bits=17)
+        build = time.perf_counter() - t
+        dram0 = {c.inputs[0].base: np.zeros((c.inputs[0].vectors, arch.array_size), int)}
+        t = time.perf_counter()
+        res = core.run(c.program, dram0=dram0, dram1={0: c.consts}, timing=DramTiming(20))
+        secs = time.perf_counter() - t
+        out.append({"simulator": f"pyrtl n={arch.array_size}", "program": "resnet20 (ours)",
+                    "seconds": secs, "rate": res.cycles / secs, "unit": "cycles/s",
+                    "build_seconds": build})
+    if not skip_verilator:
+        from sim.verilator_backend import AxiTiming, VerilatorTop, find_verilator
+        if find_verilator() is None:
+            out.append({"simulator": "verilator", "skipped": "verilator not installed"})
+        else:
+            from tcu_hw.arch import Options
+            with tempfile.TemporaryDirectory():
+                t = time.perf_counter()
+                top = VerilatorTop(m.arch, Options(axi_data_width=128), arch_name="bench")
+                build = time.perf_counter() - t
+                images = dict(consts_images(m))
+                res = top.run(prog, dram0={0: raw}, dram1=images, timing=AxiTiming(latency=20))
+                secs = res.stats.get("sim_seconds", 0) or 1e-9
+                out.append({"simulator": "verilator (AXI 128)", "program": "speech (Tensil)",
+                            "seconds": secs, "rate": res.cycles / secs, "unit": "cycles/s",
+                            "cycles": res.cycles, "build_seconds": build})
+    return out
+
+
+def synthesis() -> dict:
+    from synth_report import xilinx
+    with tempfile.TemporaryDirectory() as d:
+        return xilinx("pynqz1", 64, Path(d))
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--json", default=str(ROOT / "bench" / "results.json"),
+                   help="where to write the figures (default bench/results.json)")
+    p.add_argument("--synth", action="store_true", help="also run Yosys (minutes)")
+    p.add_argument("--skip-verilator", action="store_true")
+    args = p.parse_args()
+    report = {"models": models()}
+    print(f"{'model':<26} {'arch':<12} {'instr':>8} {'Tensil':>8} {'cycles':>10} "
+          f"{'MAC util':>8} {'compile s':>9} {'Tensil s':>8}")
+    for r in report["models"]:
+        t = r.get("tensil", {})
+        ti = f"{t['instructions']:,}" if t.get("instructions") else ""
+        ts = f"{t['seconds']}" if t.get("seconds") else ""
+        cs = f"{r['compile_seconds']:.2f}" if "compile_seconds" in r else ""
+        print(f"{r['model']:<26} {r['arch']:<12} {r['instructions']:>8,} {ti:>8} "
+              f"{r['cycles']:>10,} {100 * r['mac_utilization']:>7.1f}% {cs:>9} {ts:>8}")
+    print(f"(Tensil's speech program on Tensil's RTL: {TENSIL_SPEECH_RTL_CYCLES:,} cycles)")
+    report["simulation_speed"] = speeds(args.skip_verilator)
+    print(f"\n{'simulator':<22} {'program':<18} {'rate':>14} {'run s':>7} {'build s':>8}")
+    for r in report["simulation_speed"]:
+        if "skipped" in r:
+            print(f"{r['simulator']:<22} skipped: {r['skipped']}")
+            continue
+        print(f"{r['simulator']:<22} {r['program']:<18} {r['rate']:>10,.0f} "
+              f"{r['unit'].split('/')[0][:4]:<3} {r['seconds']:>7.2f} "
+              f"{r.get('build_seconds', 0):>8.1f}")
+    if args.synth:
+        s = report["synthesis_pynqz1"] = synthesis()
+        print(f"\nYosys synth_xilinx pynqz1 (AXI 64): {s['LUT']:,} LUT, {s['FF']:,} FF, "
+              f"{s['DSP48E1']} DSP48E1, {s['RAMB36']} RAMB36 + {s['RAMB18']} RAMB18 "
+              f"(Tensil ≈ 10,900 LUT, 5,900 FF, 73 DSP, 60 + 15 BRAM)")
+    Path(args.json).write_text(json.dumps(report, indent=1, default=float) + "\n")
+    print(f"\nfigures written to {args.json}")
+
+
+if __name__ == "__main__":
+    main()
