@@ -749,15 +749,8 @@ def flush_probe(arch) -> list[Instruction]:
             DataMove(DataMoveKind.LOCAL_TO_DRAM0, local, 0, arch.dram0_depth - 2, 0, 0)]
 
 
-def main(argv=None) -> int:
-    """``python -m tcu_hw.isa --arch ARCH PROGRAM.tprog``: print the program's listing."""
+def build_parser():
     import argparse
-    import sys
-
-    from .arch import resolve_arch
-    from .asm import listing
-    from .errors import run_cli
-
     parser = argparse.ArgumentParser(
         prog="python -m tcu_hw.isa",
         description="Disassemble a .tprog into the tcu_hw assembly text (one instruction per "
@@ -767,6 +760,16 @@ def main(argv=None) -> int:
                         help="architecture: a .tarch path or a preset name")
     parser.add_argument("--bytes", action="store_true",
                         help="also show each instruction's bytes in file order")
+    return parser
+
+
+def main(argv=None) -> int:
+    """``python -m tcu_hw.isa --arch ARCH PROGRAM.tprog``: print the program's listing."""
+    import sys
+
+    from .arch import resolve_arch
+    from .asm import listing
+    from .errors import run_cli
 
     def disassemble(args) -> int:
         arch = resolve_arch(args.arch)
@@ -775,7 +778,7 @@ def main(argv=None) -> int:
             sys.stdout.write(line + "\n")
         return 0
 
-    return run_cli(parser, disassemble, argv)
+    return run_cli(build_parser(), disassemble, argv)
 
 
 if __name__ == "__main__":

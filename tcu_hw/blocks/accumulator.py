@@ -33,6 +33,7 @@ from ..isa import clog2
 from ..numeric import DataType
 from . import fixed, lanes
 from .ram import Ram
+from .stream import name_ports
 
 
 class Accumulator:
@@ -84,3 +85,4 @@ class Accumulator:
 
         ram.raddr[1] <<= self.r_addr
         self.r_data = ram.rdata[1]
+        name_ports(self, name)

@@ -40,7 +40,7 @@ from ..arch import Architecture, Options
 from ..isa import clog2
 from . import lanes
 from .dram_engine import connect_port
-from .stream import RegFifo, fit
+from .stream import RegFifo, fit, name_ports
 
 ID_BITS = 6
 AXI_OUTPUTS = {  # name: width (None = address width 32 or data-derived)
@@ -241,6 +241,7 @@ class AxiMaster:
         self.bus_error = bus_error
         self.idle = ~rq.deq_valid & ~active & (reads_out == 0) & (writes_out == 0) & ~wfull & \
             ~vectors.deq_valid
+        name_ports(self, f"{name}_core")
 
     def attach(self, port, offset: WireVector, cache: WireVector) -> None:
         """Connect the core's DRAM port and the configuration registers."""

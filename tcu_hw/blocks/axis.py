@@ -20,6 +20,7 @@ import pyrtl
 from pyrtl import Const, Register, WireVector
 
 from ..isa import clog2
+from .stream import name_ports
 
 
 class InstructionStream:
@@ -47,3 +48,4 @@ class InstructionStream:
         incoming = pyrtl.mux(after, *placements, default=Const(0, 8 * cap))
         buf.next <<= pyrtl.select(take, shifted | incoming, shifted)
         count.next <<= pyrtl.select(take, (after + wb)[:count.bitwidth], after)
+        name_ports(self, name)

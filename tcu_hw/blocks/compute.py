@@ -44,7 +44,7 @@ from .accumulator import Accumulator
 from .decoder import A2L, L2A, LUT, LW, MM, SIMD_CLS, compute_struct, field_widths
 from .local_memory import LocalMemory
 from .simd import SimdArray
-from .stream import RegFifo, Struct, named
+from .stream import RegFifo, Struct, name_ports, named
 from .systolic_array import SystolicArray
 
 
@@ -188,3 +188,4 @@ class ComputeUnit:
         self.idle = ~act_valid & ~q.deq_valid & ~in_flight
         self.array_busy = array.out_valid | t1_writes_acc
         self.acc_busy = acc.busy
+        name_ports(self, name)

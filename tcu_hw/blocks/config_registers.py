@@ -20,6 +20,7 @@ import pyrtl
 from pyrtl import Const, Register, WireVector
 
 from ..isa import CONFIG_REGISTER_SPEC, CONFIG_VALUE_BITS, ConfigRegister
+from .stream import name_ports
 
 
 class ConfigRegisters:
@@ -50,3 +51,4 @@ class ConfigRegisters:
         self.timeout <<= self.stalled & (waited >= self.timeout_cycles)
         self.tracepoint_hit = WireVector(1, f"{name}_tracepoint_hit")
         self.tracepoint_hit <<= self.pc == self.tracepoint
+        name_ports(self, name)

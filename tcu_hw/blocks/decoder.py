@@ -28,7 +28,7 @@ from pyrtl import Const, WireVector
 
 from ..arch import Architecture
 from ..isa import DataMoveKind, Opcode, SimdOp, clog2
-from .stream import Struct
+from .stream import Struct, name_ports
 
 # compute classes
 MM, LW, SIMD_CLS, L2A, A2L, LUT = range(6)
@@ -232,6 +232,7 @@ class Decoder:
         area = word[:min(lay.operand_bits, 32)]
         self.cfg_register = area[:4]
         self.cfg_value = area[4:] if area.bitwidth > 4 else Const(0, 1)
+        name_ports(self, "decoder")
 
     @staticmethod
     def _lut_vectors(arch: Architecture) -> int:

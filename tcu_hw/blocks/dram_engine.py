@@ -40,7 +40,7 @@ from ..isa import clog2
 from .compute import _step
 from .decoder import dram_struct, field_widths
 from .local_memory import LocalMemory
-from .stream import RegFifo, fit, named
+from .stream import RegFifo, fit, name_ports, named
 
 
 #: Signals of a DRAM port driven by the core, and by the memory side.
@@ -194,3 +194,4 @@ class DramEngine:
         self.idle = ~q.deq_valid & ~skid.deq_valid & ~inflight
         self.port_b_valid = ls_active
         self.port_b_ready = step_now
+        name_ports(self, name)

@@ -21,6 +21,7 @@ from pyrtl import WireVector
 
 from ..isa import clog2
 from .ram import Ram
+from .stream import name_ports
 
 
 class LocalMemory:
@@ -41,3 +42,4 @@ class LocalMemory:
             setattr(self, f"{port}_write", write)
             setattr(self, f"{port}_wdata", wdata)
             setattr(self, f"{port}_rdata", ram.rdata[p])
+        name_ports(self, name)

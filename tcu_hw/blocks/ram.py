@@ -24,6 +24,7 @@ import pyrtl
 from pyrtl import Register, WireVector
 
 from ..isa import clog2
+from .stream import name_ports
 
 
 @dataclass(frozen=True)
@@ -83,3 +84,4 @@ class Ram:
                 out <<= wire
             self.rdata = [pyrtl.Input(width, f"xram_{name}_rdata{k}")
                           for k in range(len(raddrs))]
+        name_ports(self, name)

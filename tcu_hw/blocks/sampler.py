@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import pyrtl
 from pyrtl import Const, Register, WireVector
+from .stream import name_ports
 
 
 class Sampler:
@@ -44,3 +45,4 @@ class Sampler:
                                                        (words + 1)[:words.bitwidth]), words)
         self.tvalid, self.tdata, self.tlast = valid, data, last
         self.dropped = due & ~take
+        name_ports(self, name)

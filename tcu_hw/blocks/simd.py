@@ -30,6 +30,7 @@ from pyrtl import Const, Register, WireVector
 from ..arch import Architecture
 from ..isa import SimdOp, clog2
 from . import fixed, lanes
+from .stream import name_ports
 
 
 class SimdArray:
@@ -149,6 +150,7 @@ class SimdArray:
                     value = pyrtl.select(hit, vt, value)
                     write = write | hit
             reg.next <<= pyrtl.select(write, value, reg)
+        name_ports(self, name)
 
     def connect_lut_idle(self) -> None:
         """Tie the LUT load port off (when the parent never loads tables)."""

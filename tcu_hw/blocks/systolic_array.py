@@ -48,6 +48,7 @@ from pyrtl import Const, Register, WireVector
 
 from ..numeric import DataType
 from . import fixed, lanes
+from .stream import name_ports
 
 
 class SystolicArray:
@@ -150,6 +151,7 @@ class SystolicArray:
         next_pending = (pending & ~enter) | self.load_valid
         self.push_ok_next = WireVector(1, f"{name}_push_ok_next")
         self.push_ok_next <<= next_pending | ~users(~next_cur, n - 3)
+        name_ports(self, name)
 
     def connect_idle(self) -> None:
         """Drive every input with 0 (for standalone use of only some ports)."""
