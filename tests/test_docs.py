@@ -22,6 +22,8 @@ def test_block_pages_match_the_blocks(tmp_path):
     stale = [name for name, text in pages.items()
              if (ROOT / "docs" / "blocks" / name).read_text() != text]
     assert not stale, f"out of date (run python docs/make_blocks.py): {stale}"
+    anonymous = [name for name, text in pages.items() if re.search(r"`tmp\d+`", text)]
+    assert not anonymous, f"ports without a stable name (name_ports): {anonymous}"
     assert {"systolic_array.md", "accumulator.md", "simd.md", "axi.md", "decoder.md",
             "compute.md", "dram_engine.md"} <= set(pages)
 

@@ -113,13 +113,16 @@ def named(wire, name: str) -> WireVector:
 
 def name_ports(block_object, prefix: str) -> None:
     """Give every public port of a block object that is still an anonymous wire the name
-    ``<prefix>_<attribute>`` (lists: ``<prefix>_<attribute><k>``), so that waveforms, probes
+    ``<prefix>_<attribute>`` (lists: ``<prefix>_<attribute><k>``; groups of ports in a
+    ``SimpleNamespace``: ``<prefix>_<group>_<attribute>``), so that waveforms, probes
     and the documentation show it."""
     for attr, value in list(vars(block_object).items()):
         if attr.startswith("_"):
             continue
         if isinstance(value, WireVector) and value.name.startswith("tmp"):
             setattr(block_object, attr, named(value, f"{prefix}_{attr}"))
+        elif isinstance(value, SimpleNamespace):
+            name_ports(value, f"{prefix}_{attr}")
         elif isinstance(value, list) and value and all(isinstance(v, WireVector)
                                                        for v in value):
             setattr(block_object, attr, [named(v, f"{prefix}_{attr}{k}")
