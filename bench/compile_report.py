@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -26,7 +27,7 @@ SHARED = ROOT.parent / "shared"
 sys.path.insert(0, str(ROOT))
 
 from compiler_lite.compile import compile_model  # noqa: E402
-from compiler_lite.summary import figures  # noqa: E402
+from compiler_lite.summary import figures, mac_utilization  # noqa: E402
 from tcu_hw import numeric  # noqa: E402
 
 SPEECH = SHARED / "conformance" / "speech_robot"
@@ -42,38 +43,47 @@ MODELS = [
 ]
 
 
+def speech_input_raw(arch):
+    """Tensil's recorded speech input (TCU.md §5 vectors) as raw fixed-point vectors."""
+    data = (SPEECH / "input0_tensil_models_csv.bin").read_bytes()
+    return numeric.decode_vectors(data, arch.dtype, arch.array_size)
+
+
 def _inputs(c, name):
     rng = np.random.default_rng(0)
     if name == "speech":
-        raw = np.fromfile(SPEECH / "input0_tensil_models_csv.bin", dtype="<i2")
-        return {"input_1": (raw.reshape(-1, 8)[:, 0] / 256.0).reshape(1, 1, 124, 129)}
+        lane0 = numeric.to_float(speech_input_raw(c.arch)[:, 0], c.arch.dtype)
+        return {"input_1": lane0.reshape(1, 1, 124, 129)}
     if name == "digits":
         return {"x": np.load(SHARED / "models" / "digits_test_x.npy")[:1]}
     return {t.name: rng.standard_normal(t.shape) * 0.25 for t in c.inputs}
 
 
+def core_run(model, inputs, raw=False):
+    """One run of a `.tmodel` on the PyRTL core through the host driver (DRAM read latency
+    20): the driver's result (cycles, array MACs) and the seconds it took."""
+    from sim.driver import Driver
+    from sim.model import load_model
+    m = load_model(model)
+    drv = Driver(m.arch, "pyrtl", latency=20)
+    drv.load_model(m)
+    t = time.perf_counter()
+    res = drv.run(inputs, raw=raw)
+    return res, time.perf_counter() - t
+
+
 def measure(c, feeds):
-    """Cycles of the program on the PyRTL core (DRAM read latency 20)."""
-    from sim.pyrtl_backend import DramTiming, cached_core, program_bits_for
-    core = cached_core(c.arch, program_bits=max(17, program_bits_for(len(c.program))))
-    n = c.arch.array_size
-    dram0 = {t.base: numeric.to_fixed(t.to_vectors(feeds[t.name], n), c.arch.dtype)[0]
-             for t in c.inputs}
-    res = core.run(c.program, dram0=dram0, dram1={0: c.consts}, timing=DramTiming(latency=20))
-    return res.cycles
+    """A compiled model on the PyRTL core: (driver result, seconds)."""
+    with tempfile.TemporaryDirectory() as d:
+        c.write(d)
+        return core_run(Path(d) / f"{c.name}.tmodel", feeds)
 
 
-def tensil_speech_cycles():
-    from sim.model import load_model, load_program
-    from sim.pyrtl_backend import DramTiming, cached_core, program_bits_for
-    from tcu_hw.artifacts import read_tdata
+def tensil_speech_run():
+    """Tensil's own speech program on the PyRTL core: (driver result, seconds)."""
+    from sim.model import load_model
     m = load_model(SPEECH / "speech_commands_onnx_speech_robot.tmodel")
-    prog = load_program(m)
-    core = cached_core(m.arch, program_bits=max(17, program_bits_for(len(prog))))
-    raw = np.fromfile(SPEECH / "input0_tensil_models_csv.bin", dtype="<i2").reshape(-1, 8)
-    consts = read_tdata(m.path(m.consts[0].file_name), m.arch)
-    return core.run(prog, dram0={0: raw}, dram1={0: consts},
-                    timing=DramTiming(latency=20)).cycles
+    return core_run(m, {"input_1": speech_input_raw(m.arch)}, raw=True)
 
 
 def main() -> None:
@@ -100,15 +110,14 @@ def main() -> None:
                 f"{tensil.get('consts_vectors', 0):>7,} {f['macs'] / 1e6:>7.2f} "
                 f"{f['cycles']:>11,}")
         if args.hardware:
-            cycles = measure(c, _inputs(c, name))
-            n = c.arch.array_size
+            cycles = measure(c, _inputs(c, name))[0].cycles
             row["cycles"] = cycles
-            row["mac_utilization"] = f["macs"] / (n * n * cycles)
+            row["mac_utilization"] = mac_utilization(f["macs"], cycles, c.arch)
             line += f" {cycles:>10,} {100 * row['mac_utilization']:>7.1f}%"
         print(line, flush=True)
         rows.append(row)
     if args.hardware:
-        t_cycles = tensil_speech_cycles()
+        t_cycles = tensil_speech_run()[0].cycles
         print(f"Tensil's speech program on the same core: {t_cycles:,} cycles; on Tensil's "
               f"RTL (TENSIL_MEASURED.md): 1,678,969")
         rows.append({"model": "speech (Tensil's program)", "cycles": t_cycles})

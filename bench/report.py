@@ -29,51 +29,40 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from compile_report import MODELS, SPEECH, _inputs  # noqa: E402
+from compile_report import (MODELS, SPEECH, _inputs, measure, speech_input_raw,  # noqa: E402
+                            tensil_speech_run)
 
 from compiler_lite.compile import compile_model  # noqa: E402
-from compiler_lite.summary import figures  # noqa: E402
-from tcu_hw import numeric  # noqa: E402
+from compiler_lite.summary import figures, mac_utilization  # noqa: E402
+from sim.model import load_model, load_program  # noqa: E402
+
+SPEECH_TMODEL = load_model(SPEECH / "speech_commands_onnx_speech_robot.tmodel")
 
 TENSIL_SPEECH_RTL_CYCLES = 1_678_969
 
 
-def core_run(arch, program, dram0, consts):
-    from sim.pyrtl_backend import DramTiming, cached_core, program_bits_for
-    core = cached_core(arch, program_bits=max(17, program_bits_for(len(program))))
-    t = time.perf_counter()
-    res = core.run(program, dram0=dram0, dram1={0: consts} if len(consts) else {},
-                   timing=DramTiming(latency=20))
-    return res.cycles, time.perf_counter() - t
-
-
 def models() -> list[dict]:
     rows = []
-    from sim.model import consts_images, load_model, load_program
-    m = load_model(SPEECH / "speech_commands_onnx_speech_robot.tmodel")
-    prog = load_program(m)
-    raw = np.fromfile(SPEECH / "input0_tensil_models_csv.bin", dtype="<i2").reshape(-1, 8)
-    cycles, secs = core_run(m.arch, prog, {0: raw}, consts_images(m)[0][1])
-    macs = 27_868_832                         # the model's true MACs (our compile counts them)
-    rows.append({"model": "speech (Tensil's program)", "arch": "speech_robot",
-                 "instructions": len(prog), "cycles": cycles,
-                 "mac_utilization": macs / (64 * cycles), "sim_seconds": secs,
-                 "tensil_rtl_cycles": TENSIL_SPEECH_RTL_CYCLES})
+    tensil_res, secs = tensil_speech_run()
     for name, path, arch, outs, tensil in MODELS:
         t = time.perf_counter()
         c = compile_model(path, arch, outputs=outs)
         seconds = time.perf_counter() - t
         f = figures(c)
-        feeds = _inputs(c, name)
-        n = c.arch.array_size
-        dram0 = {t_.base: numeric.to_fixed(t_.to_vectors(feeds[t_.name], n), c.arch.dtype)[0]
-                 for t_ in c.inputs}
-        cycles, secs = core_run(c.arch, c.program, dram0, c.consts)
+        res, secs_ours = measure(c, _inputs(c, name))
+        if name == "speech":            # the same network: its true MACs serve both programs
+            rows.append({"model": "speech (Tensil's program)", "arch": "speech_robot",
+                         "instructions": len(load_program(SPEECH_TMODEL)),
+                         "cycles": tensil_res.cycles,
+                         "mac_utilization": mac_utilization(f["macs"], tensil_res.cycles,
+                                                            c.arch),
+                         "sim_seconds": secs, "tensil_rtl_cycles": TENSIL_SPEECH_RTL_CYCLES})
         rows.append({"model": name, "arch": Path(arch).stem, "instructions": len(c.program),
-                     "cycles": cycles, "mac_utilization": f["macs"] / (n * n * cycles),
+                     "cycles": res.cycles,
+                     "mac_utilization": mac_utilization(f["macs"], res.cycles, c.arch),
                      "compile_seconds": seconds, "consts_vectors": f["consts_vectors"],
                      "true_macs": f["macs"], "estimated_cycles": f["cycles"],
-                     "sim_seconds": secs, "tensil": tensil})
+                     "sim_seconds": secs_ours, "tensil": tensil})
     return rows
 
 
@@ -83,7 +72,7 @@ def speeds(skip_verilator: bool) -> list[dict]:
     out = []
     m = load_model(SPEECH / "speech_commands_onnx_speech_robot.tmodel")
     prog = load_program(m)
-    raw = np.fromfile(SPEECH / "input0_tensil_models_csv.bin", dtype="<i2").reshape(-1, 8)
+    raw = speech_input_raw(m.arch)
     emu = Emulator(m.arch)
     prepare(emu, m)
     t = time.perf_counter()

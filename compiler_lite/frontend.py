@@ -222,7 +222,6 @@ def _resize_sizes(model) -> dict:
     is taken as that integer. Returns {node output: the original scales} (the lowering maps
     coordinates with the scales, as onnxruntime does).
     """
-    import onnx
     from onnx import numpy_helper, shape_inference
     resizes = [n for n in model.graph.node if n.op_type == "Resize" and len(n.input) >= 3
                and n.input[2] and (len(n.input) < 4 or not n.input[3])]

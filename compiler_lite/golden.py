@@ -1,4 +1,5 @@
-"""Golden vectors: run a compiled model on the bit-accurate emulator.
+"""Golden vectors: run a compiled model on the bit-accurate emulator; float reference outputs
+from onnxruntime.
 
 Inputs are ordinary arrays in the model's own layout (e.g. NCHW float32), keyed by input
 name; they are converted to vector layout and fixed point here, and the outputs come back in
@@ -18,6 +19,10 @@ from tcu_hw import numeric
 from tcu_hw.errors import CompileError
 
 from .compile import Compiled
+
+
+#: the newest ONNX IR version every onnxruntime the project supports reads
+ORT_MAX_IR_VERSION = 10
 
 
 @dataclass
@@ -84,3 +89,33 @@ def golden_npz(c: Compiled, run: GoldenRun, inputs: Mapping[str, np.ndarray]) ->
         arrays[f"input:{name}"] = np.asarray(v)
     np.savez(buf, **arrays)
     return buf.getvalue()
+
+
+def onnxruntime_outputs(model, feeds: Mapping[str, np.ndarray],
+                        outputs: list[str] | None = None) -> dict[str, np.ndarray]:
+    """The float reference: ``model`` (a path or an ``onnx.ModelProto``) run on onnxruntime's
+    CPU provider for ``feeds`` (arrays keyed by input name, any batch size). ``outputs`` may
+    name intermediate tensors (default: the graph outputs). The model is not modified."""
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        raise CompileError("the float reference needs onnxruntime: pip install onnxruntime "
+                           "(it is in the test extra: pip install -e \".[test]\")") from None
+    import onnx
+    m = (onnx.load(str(model)) if isinstance(model, (str, Path))
+         else onnx.ModelProto.FromString(model.SerializeToString()))
+    for vi in list(m.graph.input) + list(m.graph.output):       # any batch size
+        dims = vi.type.tensor_type.shape.dim
+        if dims:
+            dims[0].dim_param = "N"
+    del m.graph.value_info[:]
+    have = {o.name for o in m.graph.output}
+    for name in outputs or []:
+        if name not in have:
+            m.graph.output.append(onnx.helper.make_tensor_value_info(
+                name, onnx.TensorProto.FLOAT, None))
+    m.ir_version = min(m.ir_version, ORT_MAX_IR_VERSION)
+    names = list(outputs or [o.name for o in m.graph.output])
+    session = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    result = session.run(names, {k: np.asarray(v, dtype=np.float32) for k, v in feeds.items()})
+    return dict(zip(names, result))

@@ -22,8 +22,8 @@ from tcu_hw.errors import CompileError
 
 from .frontend import Graph, Node
 from .ir import (Buffer, Frame, Space, Tensor, Zeros, ceil_div, flat_layout, frame_layout,
-                 groups, io_order, next_pow2)
-from .kernels import Layer, Linear, LinearBuilder, Load, Reduce, Simd, Tiles, Zero
+                 io_order, next_pow2)
+from .kernels import Layer, LinearBuilder, Load, Reduce, Simd, Zero
 from .registry import OPS
 
 #: Ops whose output has the input's shape and layout, element by element (frame

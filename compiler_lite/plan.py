@@ -21,7 +21,7 @@ from tcu_hw import numeric
 from tcu_hw.errors import CompileError
 
 from .ir import Buffer, Space
-from .kernels import Layer, Linear, Load, Reduce, Simd, Zero
+from .kernels import Layer, Linear, Load, Simd
 
 STRATEGIES = ("local-isolated", "local-vars", "local-consts", "local-vars-and-consts")
 

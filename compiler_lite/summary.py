@@ -60,10 +60,16 @@ def _mem(depth: int, n: int, bits: int) -> str:
     return f"{depth:,} {depth * n:,} {bits}"
 
 
+def mac_utilization(macs: int, cycles: int, arch) -> float:
+    """The fraction of the array's n² multiply-accumulators doing ``macs`` in ``cycles``
+    (0 for no cycles): the utilization every report of the project quotes."""
+    n = arch.array_size
+    return macs / (n * n * cycles) if cycles else 0.0
+
+
 def figures(c) -> dict:
     """The summary's numbers (also used by the benchmark)."""
     arch = c.arch
-    n = arch.array_size
     cycles = sum(s.cycles for s in c.layers)
     macs = sum(s.macs for s in c.layers)
     consts_vectors = len(c.consts)
@@ -76,7 +82,7 @@ def figures(c) -> dict:
         "cycles": cycles, "macs": macs, "true_consts": tc,
         "consts_vectors": consts_vectors,
         "consts_utilization": float(np.mean(util)) * 100 if util else 0.0,
-        "mac_efficiency": 100.0 * macs / (n * n * cycles) if cycles else 0.0,
+        "mac_efficiency": 100.0 * mac_utilization(macs, cycles, arch),
         "dram0_max": c.plan.dram0_used,
         "dram0_aggregate": c.plan.dram0_aggregate,
         "local_max": max((s.local_used for s in c.layers), default=0),
@@ -147,12 +153,11 @@ def compiler_summary(c) -> str:
 
 def layers_summary(c) -> str:
     """One line per layer: nodes, stages, partitions, instructions, cycles, MACs, utilization."""
-    n = c.arch.array_size
     head = f"{'#':>3} {'layer':<34} {'stg':>3} {'part':>4} {'instr':>8} {'cycles':>10} " \
            f"{'MACs':>12} {'util %':>6}  nodes"
     lines = [RULE, "LAYERS SUMMARY", RULE, head]
     for k, s in enumerate(c.layers):
-        util = 100.0 * s.macs / (n * n * s.cycles) if s.cycles else 0.0
+        util = 100.0 * mac_utilization(s.macs, s.cycles, c.arch)
         name = s.name if len(s.name) <= 34 else "…" + s.name[-33:]
         lines.append(f"{k:>3} {name:<34} {s.stages:>3} {s.partitions:>4} "
                      f"{s.instructions:>8,} {s.cycles:>10,} {s.macs:>12,} {util:>6.1f}  "

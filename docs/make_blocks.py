@@ -25,7 +25,7 @@ import pyrtl
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tcu_hw.arch import Architecture, preset  # noqa: E402
+from tcu_hw.arch import preset  # noqa: E402
 from tcu_hw.blocks.lanes import to_int  # noqa: E402
 from tcu_hw.numeric import data_type  # noqa: E402
 
@@ -234,9 +234,7 @@ def simd():
     from tcu_hw import numeric
     from tcu_hw.blocks.simd import SimdArray
     from tcu_hw.isa import SimdOp
-    d = preset("cmoda7").to_dict()
-    d.update(lut_count=2, lut_depth=8, simd_registers_depth=3)
-    arch = Architecture.from_dict(d)
+    arch = preset("cmoda7").with_changes(lut_count=2, lut_depth=8, simd_registers_depth=3)
     tabs = [numeric.to_fixed(t_, arch.dtype)[0] for t_ in
             tables(lambda v: np.maximum(v, 0) * 0.5, "linear", -4, 4, arch, True)]
     holder = {}

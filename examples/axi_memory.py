@@ -26,10 +26,11 @@ import numpy as np
 import pyrtl
 
 from sim.axi_model import AxiSlaveModel
+from sim.waves import memory_vectors, simulate_until
 from tcu_hw import numeric
 from tcu_hw.arch import Options, preset
 from tcu_hw.blocks.axi import AXI_INPUTS, AXI_PORT_ORDER, AxiMaster
-from tcu_hw.blocks.lanes import from_int, to_int
+from tcu_hw.blocks.lanes import to_int
 
 ARCH = preset("cmoda7")                 # 4 lanes, FP16BP8: 8-byte vectors
 WIDTH = 32                              # AXI data bits: 2 beats per vector
@@ -77,21 +78,12 @@ def run(m: int = 40, vcd: str | None = None, seed: int = 0):
     vb = ARCH.vector_bytes
     slave = AxiSlaveModel(1 << 14, WIDTH, latency=6, stall=0.25, seed=seed)
     outs = [s for s in AXI_PORT_ORDER if s not in AXI_INPUTS]
-    with pyrtl.set_working_block(block):
-        trace = pyrtl.SimulationTrace()
-        sim = pyrtl.Simulation(tracer=trace, block=block)
-        for cycles in range(1, 200 * m + 500):
-            sim.step({f"in_{k}": v for k, v in slave.outputs().items()})
-            slave.sample({s: sim.inspect(getattr(axi.axi, s).name) for s in outs})
-            if sim.inspect("done"):
-                break
-        else:
-            raise RuntimeError("the transfer did not finish")
-        mem = sim.inspect_mem(block.get_memblock_by_name("readback"))
-        back = np.array([from_int(mem.get(k, 0), n, ARCH.dtype.width) for k in range(m)])
-        if vcd:
-            with open(vcd, "w") as f:
-                trace.print_vcd(f)
+    sim, cycles = simulate_until(
+        block, "done", 200 * m + 500, vcd=vcd,
+        inputs=lambda: {f"in_{k}": v for k, v in slave.outputs().items()},
+        observe=lambda sim: slave.sample({s: sim.inspect(getattr(axi.axi, s).name)
+                                          for s in outs}))
+    back = memory_vectors(sim, block, "readback", m, n, ARCH.dtype.width)
     image = numeric.decode_vectors(bytes(slave.mem[BASE * vb:(BASE + m) * vb]), ARCH.dtype, n)
     return back, x, image, cycles, dict(slave.bursts)
 

@@ -24,17 +24,17 @@ import numpy as np
 import pyrtl
 
 from compiler_lite.ops.lut import evaluate, tables
+from sim.waves import memory_vectors, simulate_until
 from tcu_hw import numeric
 from tcu_hw.arch import Architecture, preset
-from tcu_hw.blocks.lanes import from_int, to_int
+from tcu_hw.blocks.lanes import to_int
 from tcu_hw.blocks.simd import SimdArray
 from tcu_hw.isa import SimdOp
 
 
 def arch() -> Architecture:
-    d = preset("cmoda7").to_dict()
-    d.update(lut_count=2, lut_depth=16, simd_registers_depth=3)
-    return Architecture.from_dict(d, source="example")
+    return preset("cmoda7").with_changes("example", lut_count=2, lut_depth=16,
+                                         simd_registers_depth=3)
 
 
 def sigmoid(x):
@@ -96,20 +96,8 @@ def run(m: int = 8, vcd: str | None = None, seed: int = 0):
     xf = np.random.default_rng(seed).uniform(-6, 6, (m, n))
     x = numeric.to_fixed(xf, dt)[0]
     block = build(a, tabs_raw, x)
-    with pyrtl.set_working_block(block):
-        trace = pyrtl.SimulationTrace()
-        sim = pyrtl.Simulation(tracer=trace, block=block)
-        for cycles in range(1, 20 * m + 100):
-            sim.step({})
-            if sim.inspect("done"):
-                break
-        else:
-            raise RuntimeError("the controller did not finish")
-        mem = sim.inspect_mem(block.get_memblock_by_name("results"))
-        got = np.array([from_int(mem.get(k, 0), n, dt.width) for k in range(m)])
-        if vcd:
-            with open(vcd, "w") as f:
-                trace.print_vcd(f)
+    sim, cycles = simulate_until(block, "done", 20 * m + 100, vcd=vcd)
+    got = memory_vectors(sim, block, "results", m, n, dt.width)
     ref = evaluate(tabs, x, a, pwl=True)
     return got, ref, xf, cycles
 

@@ -24,7 +24,8 @@ import argparse
 import numpy as np
 import pyrtl
 
-from tcu_hw.blocks.lanes import from_int, to_int
+from sim.waves import memory_vectors, simulate_until
+from tcu_hw.blocks.lanes import to_int
 from tcu_hw.blocks.systolic_array import SystolicArray
 from tcu_hw.numeric import data_type, matmul
 
@@ -92,20 +93,8 @@ def run(m: int = 12, vcd: str | None = None, seed: int = 0) -> tuple[np.ndarray,
     tile = rng.integers(-300, 300, (N + 1, N))          # raw FP16BP8: value × 256
     x = rng.integers(-400, 400, (m, N))
     block, _ = build(tile, x)
-    with pyrtl.set_working_block(block):
-        trace = pyrtl.SimulationTrace()
-        sim = pyrtl.Simulation(tracer=trace, block=block)
-        for cycles in range(1, 10 * (m + 2 * N + 4)):
-            sim.step({})
-            if sim.inspect("done"):
-                break
-        else:
-            raise RuntimeError("the controller did not finish")
-        mem = sim.inspect_mem(block.get_memblock_by_name("results"))
-        got = np.array([from_int(mem.get(k, 0), N, DT.width) for k in range(m)])
-        if vcd:
-            with open(vcd, "w") as f:
-                trace.print_vcd(f)
+    sim, cycles = simulate_until(block, "done", 10 * (m + 2 * N + 4), vcd=vcd)
+    got = memory_vectors(sim, block, "results", m, N, DT.width)
     ref = matmul(x, tile[1:], tile[0], DT)
     return got, ref, cycles
 

@@ -58,37 +58,13 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _reference(model_path, feeds: dict, outputs: list[str]) -> dict:
-    try:
-        import onnxruntime as ort
-    except ImportError:
-        raise ArtifactError("sim.check compares with onnxruntime: pip install onnxruntime "
-                            "(it is in the test extra: pip install -e \".[test]\")") from None
-    import onnx
-    m = onnx.load(str(model_path))
-    for vi in list(m.graph.input) + list(m.graph.output):       # any batch size
-        dims = vi.type.tensor_type.shape.dim
-        if dims:
-            dims[0].dim_param = "N"
-    del m.graph.value_info[:]
-    have = {o.name for o in m.graph.output}
-    for name in outputs:
-        if name not in have:
-            m.graph.output.append(onnx.helper.make_tensor_value_info(
-                name, onnx.TensorProto.FLOAT, None))
-    if m.ir_version > 10:
-        m.ir_version = 10
-    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
-    res = sess.run(outputs, {k: np.asarray(v, dtype=np.float32) for k, v in feeds.items()})
-    return dict(zip(outputs, res))
-
-
 def check(args: argparse.Namespace, out=None) -> int:
     from compiler_lite.compile import compile_model
     from compiler_lite.frontend import parse_input_shapes
-    from compiler_lite.golden import read_inputs
-    from compiler_lite.summary import figures
+    from compiler_lite.golden import onnxruntime_outputs, read_inputs
+    from compiler_lite.summary import figures, mac_utilization
 
+    from .backends import waveform_window
     from .driver import Driver
     out = out or sys.stdout
     t0 = time.perf_counter()
@@ -109,20 +85,21 @@ def check(args: argparse.Namespace, out=None) -> int:
             feeds = {t.name: rng.standard_normal(t.shape).astype(np.float32)
                      for t in c.inputs}
         names = [t.name for t in c.outputs]
-        ref = _reference(args.model, feeds, names)
+        ref = onnxruntime_outputs(args.model, feeds, names)
         emu = Driver(c.arch, "emulator")
         emu.load_model(tmodel)
         t = time.perf_counter()
         golden = emu.run(feeds)
         t_emu = time.perf_counter() - t
         hw = None
-        if (args.vcd or args.window or args.around) and args.backend != "pyrtl":
+        window = waveform_window(args.window, args.around)
+        if (args.vcd or window) and args.backend != "pyrtl":
             raise ArtifactError("--vcd, --window and --around need --backend pyrtl")
         if args.backend != "emulator":
             drv = Driver(c.arch, args.backend, latency=args.latency)
             drv.load_model(tmodel)
             t = time.perf_counter()
-            hw = drv.run(feeds, vcd=args.vcd, window=args.window or args.around)
+            hw = drv.run(feeds, vcd=args.vcd, window=window)
             t_hw = time.perf_counter() - t
     finally:
         if tmp:
@@ -130,7 +107,7 @@ def check(args: argparse.Namespace, out=None) -> int:
             shutil.rmtree(tmp, ignore_errors=True)
 
     dt = c.arch.dtype
-    lsb = 2.0 ** -dt.binary_point if not dt.is_float else None
+    lsb = None if dt.is_float else dt.error
     f = figures(c)
     ok = True
     lines = [RULE, f"CHECK {c.name}: {args.model} on {args.backend} "
@@ -151,13 +128,12 @@ def check(args: argparse.Namespace, out=None) -> int:
     lines.append(f"instructions: {len(c.program):,}; true MACs: {f['macs']:,}; "
                  f"compile {t_compile:.2f} s; emulator {t_emu:.2f} s")
     if hw is not None:
-        n = c.arch.array_size
-        macs = f["macs"] * golden.runs
-        util = macs / (n * n * hw.cycles) if hw.cycles else 0.0
+        util = mac_utilization(f["macs"] * golden.runs, hw.cycles, c.arch)
         lines.append(f"cycles ({args.backend}, DRAM latency {args.latency}): {hw.cycles:,}; "
                      f"MAC utilization {100 * util:.1f}%; run {t_hw:.2f} s")
         if args.vcd:
-            lines.append(f"waveform: {args.vcd}; open with gtkwave {hw.stats[0]['gtkw']}")
+            lines.append(f"waveform: {args.vcd}; open with gtkwave "
+                         f"{hw.stats[0]['vcd']['gtkw']}")
     sats = sum(sum(s.get("saturations", {}).values()) for s in golden.stats)
     if golden.input_saturations or sats:
         lines.append(f"saturated: {golden.input_saturations} input value(s), {sats} result(s)")

@@ -23,6 +23,8 @@ from __future__ import annotations
 import pyrtl
 from pyrtl import Const, Register, WireVector
 
+from tcu_hw.blocks.dram_engine import PORT_FROM_CORE, port_wires
+
 CONFIG_FIELDS = ("latency", "cycles_per_vector", "stall_threshold", "seed")
 
 
@@ -69,13 +71,7 @@ class DramModel:
         rnd = [lfsr] + [pyrtl.concat(lfsr[:k], lfsr[k:]) for k in (5, 10)]
         stall = [(r < threshold[:16]) for r in rnd]
 
-        self.req_valid = WireVector(1, f"{name}_req_valid")
-        self.req_write = WireVector(1, f"{name}_req_write")
-        self.req_addr = WireVector(addr_bits, f"{name}_req_addr")
-        self.req_len = WireVector(len_bits, f"{name}_req_len")
-        self.rdata_ready = WireVector(1, f"{name}_rdata_ready")
-        self.wdata_valid = WireVector(1, f"{name}_wdata_valid")
-        self.wdata = WireVector(width, f"{name}_wdata")
+        vars(self).update(port_wires(name, addr_bits, len_bits, width, PORT_FROM_CORE))
 
         requests = RingFifo(1 + addr_bits + len_bits + 32, outstanding_bits, f"{name}_requests")
         requests.enq_valid <<= self.req_valid & ~stall[0]

@@ -21,7 +21,7 @@ AXI), ``pynq`` (a real board; see :mod:`sim.pynq_backend`, importable without ``
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Mapping
 
@@ -32,16 +32,19 @@ from tcu_hw.arch import Architecture, resolve_arch
 from tcu_hw.artifacts import TensorLayout, TModel, read_io_layout
 from tcu_hw.errors import ArtifactError
 
-from .model import load_model
+from .backends import SIMULATED, SimOptions, SimulatedBackend
+from .model import array_macs, input_raw, load_model
 
-BACKENDS = ("emulator", "pyrtl", "verilator", "pynq")
+BACKENDS = (*SIMULATED, "pynq")
 
 
 @dataclass
 class DriverResult:
     """Outputs of :meth:`Driver.run`: floats in the model's layout (vector layout for models
     without an I/O layout), the raw vectors as read from DRAM0 (runs stacked), and what the
-    backend measured (``cycles`` summed over runs; None for the emulator and boards)."""
+    backend measured (``cycles`` summed over runs; None for the emulator and boards; ``stats``
+    one dict per run). ``macs``: the array's multiply-accumulates over all runs
+    (:func:`sim.model.array_macs`), the same on every backend."""
 
     outputs: dict[str, np.ndarray]
     raw: dict[str, np.ndarray]
@@ -49,11 +52,11 @@ class DriverResult:
     cycles: int | None = None
     stats: list[dict] = field(default_factory=list)
     input_saturations: int = 0
+    macs: int = 0
 
     @property
     def macs_per_cycle(self) -> float | None:
-        macs = sum(s.get("macs", 0) for s in self.stats)
-        return macs / self.cycles if self.cycles else None
+        return self.macs / self.cycles if self.cycles else None
 
 
 def _arch_diff(a: Architecture, b: Architecture) -> list[str]:
@@ -65,9 +68,9 @@ def _arch_diff(a: Architecture, b: Architecture) -> list[str]:
 class Driver:
     """Runs compiled models on one architecture and backend; see the module docstring.
 
-    Backend options: ``latency``, ``cycles_per_vector``, ``stall_probability`` (DRAM models
-    of pyrtl and verilator), ``axi_width``, ``outstanding`` (verilator), ``overlay``, ``dma``,
-    ``timeout`` (pynq).
+    Backend options: those of :class:`sim.backends.SimOptions` for the simulated backends
+    (``latency``, ``cycles_per_vector``, ``stall_probability``, ``axi_width``,
+    ``outstanding``); ``overlay``, ``dma``, ``timeout`` for pynq.
     """
 
     def __init__(self, arch, backend: str = "emulator", **options) -> None:
@@ -79,10 +82,16 @@ class Driver:
         self.model: TModel | None = None
         self.inputs: list[TensorLayout] | None = None
         self.outputs: list[TensorLayout] | None = None
-        self._engine = None
         if backend == "pynq":
             from .pynq_backend import PynqBackend
             self._engine = PynqBackend(self.arch, **options)
+        else:
+            allowed = [f.name for f in fields(SimOptions)]
+            unknown = sorted(set(options) - set(allowed))
+            if unknown:
+                raise ArtifactError(f"backend {backend!r}: unknown option(s) {unknown}; "
+                                    f"allowed: {', '.join(allowed)}")
+            self._engine = SimulatedBackend(self.arch, backend, SimOptions(**options))
 
     # ------------------------------------------------------------------------- loading
 
@@ -95,6 +104,7 @@ class Driver:
             raise ArtifactError(f"model {m.name!r} was compiled for another architecture than "
                                 f"the driver's: {'; '.join(diff)}")
         self.model = m
+        self._macs = array_macs(m)
         tio = m.directory / f"{Path(m.prog.file_name).stem}.tio.json"
         self.inputs = self.outputs = None
         if tio.is_file():
@@ -104,7 +114,7 @@ class Driver:
                 raise ArtifactError(f"{tio}: its inputs and outputs do not match "
                                     f"{m.name!r}'s manifest")
             self.inputs, self.outputs = ins, outs
-        if self._engine is not None:
+        if self.backend == "pynq":
             self._engine.load(m)
         return m
 
@@ -142,8 +152,8 @@ class Driver:
         return runs.pop()
 
     def _raw_inputs(self, inputs, run: int, runs: int, raw: bool) -> tuple[dict, int]:
+        """Run ``run``'s part of each input, in vector layout, checked and in fixed point."""
         n = self.arch.array_size
-        dt = self.arch.dtype
         out, sats = {}, 0
         for name in self.model.input_names:
             a = np.asarray(inputs[name])
@@ -154,14 +164,8 @@ class Driver:
                 t = next(t for t in self.inputs if t.name == name)
                 b = t.shape[0]
                 vec = t.to_vectors(a[run * b:(run + 1) * b] if runs > 1 else a, n)
-            if raw:
-                out[name] = np.asarray(vec).astype(dt.numpy_dtype)
-            else:
-                try:
-                    out[name], s = numeric.to_fixed(vec, dt)
-                except ValueError as e:
-                    raise ArtifactError(f"input {name!r}: {e}") from None
-                sats += s
+            out[name], s = input_raw(self.model, name, vec, raw=raw)
+            sats += s
         return out, sats
 
     def run(self, inputs, raw: bool = False, vcd=None, window=None) -> DriverResult:
@@ -182,15 +186,15 @@ class Driver:
             raise ArtifactError(f"model {m.name!r} takes inputs {m.input_names}"
                                 + (f"; missing {missing}" if missing else "")
                                 + (f"; unknown {extra}" if extra else ""))
-        if vcd is not None and self.backend != "pyrtl":
-            raise ArtifactError("waveforms need the pyrtl backend")
+        if (vcd is not None or window is not None) and self.backend != "pyrtl":
+            raise ArtifactError("waveforms (vcd, window) need the pyrtl backend")
         runs = self._batches(inputs)
         raw_out: dict[str, list] = {k: [] for k in m.output_names}
         stats, cycles, sats = [], 0, 0
         for r in range(runs):
             ins, s = self._raw_inputs(inputs, r, runs, raw)
             sats += s
-            outs, st = self._execute(ins, vcd if r == 0 else None, window)
+            outs, st = self._run_once(ins, vcd if r == 0 else None, window)
             stats.append(st)
             cycles += st.get("cycles", 0) or 0
             for k in m.output_names:
@@ -207,52 +211,10 @@ class Driver:
                                             for p in parts]) if runs > 1 else \
                     t.from_vectors(numeric.to_float(parts[0], dt), n)
         timed = self.backend in ("pyrtl", "verilator")
-        return DriverResult(floats, raw_all, runs, cycles if timed else None, stats, sats)
+        return DriverResult(floats, raw_all, runs, cycles if timed else None, stats, sats,
+                            self._macs * runs)
 
-    def _execute(self, raw_inputs: dict, vcd, window) -> tuple[dict, dict]:
-        m = self.model
-        o = self.options
-        if self.backend == "emulator":
-            from .model import emulate
-            res = emulate(m, raw_inputs, raw=True)
-            st = res.stats.to_dict()
-            st["events"] = [str(e) for e in res.events]
-            return res.outputs, st
-        if self.backend == "pyrtl":
-            from .pyrtl_backend import DramTiming, PyrtlCore, cached_core, program_bits_for
-            from .model import load_program
-            timing = DramTiming(latency=o.get("latency", 20),
-                                cycles_per_vector=o.get("cycles_per_vector", 1),
-                                stall_probability=o.get("stall_probability", 0.0))
-            bits = max(17, program_bits_for(len(load_program(m))))
-            if vcd is not None:
-                core = PyrtlCore(self.arch, program_bits=bits, probes=True)
-                win = window or (0, 1 << 32)
-            else:
-                core = cached_core(self.arch, program_bits=bits)
-                win = None
-            outs, res = core.run_model(m, raw_inputs, timing, window=win)
-            st = {"cycles": res.cycles, "counters": res.counters, "error": res.error,
-                  "error_pc": res.error_pc, "macs": res.counters.get("matmul_vectors", 0)
-                  * self.arch.array_size ** 2}
-            if vcd is not None:
-                from .waves import write_waves
-                first, signals = core.trace
-                st["vcd"] = str(vcd)
-                st["gtkw"] = str(write_waves(vcd, first, signals))
-            return outs, st
-        if self.backend == "verilator":
-            from tcu_hw.arch import Options
-            from .verilator_backend import AxiTiming, VerilatorTop, default_axi_width
-            width = o.get("axi_width") or default_axi_width(self.arch)
-            key = ("verilator", width)
-            if getattr(self, "_top_key", None) != key:
-                self._top = VerilatorTop(self.arch, Options(axi_data_width=width),
-                                         arch_name="driver")
-                self._top_key = key
-            timing = AxiTiming(latency=o.get("latency", 20),
-                               outstanding=o.get("outstanding", 16),
-                               stall_probability=o.get("stall_probability", 0.0))
-            outs, res = self._top.run_model(m, raw_inputs, timing)
-            return outs, {"cycles": res.cycles, "error": res.error, "axi": res.stats}
-        return self._engine.run(raw_inputs)
+    def _run_once(self, raw_inputs: dict, vcd, window) -> tuple[dict, dict]:
+        if self.backend == "pynq":
+            return self._engine.run(raw_inputs)
+        return self._engine.run(self.model, raw_inputs, vcd, window if vcd else None)

@@ -17,7 +17,7 @@ import numpy as np
 from tcu_hw import numeric
 from tcu_hw.artifacts import TModel, format_csv, read_csv, read_tdata, read_tmodel, write_csv
 from tcu_hw.errors import ArtifactError
-from tcu_hw.isa import Instruction, read_program
+from tcu_hw.isa import Instruction, MatMul, read_program
 
 from .emulator import Emulator, Event, Stats
 
@@ -40,6 +40,15 @@ def load_program(model: TModel) -> tuple[Instruction, ...]:
     except OSError as e:
         raise ArtifactError(f"{path}: cannot read program: {e.strerror}") from None
     return _program(str(path), st.st_size, st.st_mtime_ns, model.arch.layout)
+
+
+def array_macs(model: TModel) -> int:
+    """Multiply-accumulates the systolic array does in one run of the program: n² for every
+    MatMul vector read from local memory (MatMuls of zeroes excluded), as the emulator's
+    ``Stats.macs`` counts them."""
+    n = model.arch.array_size
+    return n * n * sum(ins.size + 1 for ins in load_program(model)
+                       if isinstance(ins, MatMul) and not ins.zeroes)
 
 
 def consts_images(model: TModel) -> list[tuple[int, np.ndarray]]:

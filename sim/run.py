@@ -20,17 +20,16 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 
 from tcu_hw.errors import ArtifactError, run_cli
 
+from .backends import SIMULATED as BACKENDS
+from .backends import SimOptions, SimulatedBackend, waveform_window
 from .model import (check_output_paths, emulate, format_outputs, load_model, read_input_csvs,
                     split_paths, write_output_csvs)
-
-BACKENDS = ("emulator", "pyrtl", "verilator")
 
 
 def _window(text: str) -> tuple[int, int]:
@@ -87,59 +86,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .pyrtl_backend import DramTiming, PyrtlCore   # imports PyRTL only when needed
-
     model = load_model(args.model)
     outputs = split_paths(args.outputs)
     raw_inputs, sats = read_input_csvs(model, split_paths(args.inputs))
     check_output_paths(model, outputs, "-o")
-    if args.around:
-        if args.window:
-            raise ArtifactError("give --window or --around, not both")
-        args.window = args.around
-    if (args.vcd or args.window) and args.backend != "pyrtl":
-        raise ArtifactError("--vcd, --window and --around need --backend pyrtl")
-    if not 0 <= args.stall_probability < 1 or args.latency < 0 or args.cycles_per_vector < 1:
-        raise ArtifactError("DRAM timing: --latency >= 0, --cycles-per-vector >= 1, "
-                            "0 <= --stall-probability < 1")
+    window = waveform_window(args.window, args.around)
+    options = SimOptions(latency=args.latency, cycles_per_vector=args.cycles_per_vector,
+                         stall_probability=args.stall_probability, axi_width=args.axi_width,
+                         outstanding=args.outstanding)
+    backend = SimulatedBackend(model.arch, args.backend, options)
+    if window and not args.vcd and args.backend == "pyrtl":
+        raise ArtifactError("--window and --around choose the cycles of a waveform: add --vcd")
     stats: dict = {"backend": args.backend, "model": model.name, "input_saturations": sats}
-    start = time.perf_counter()
-    if args.backend == "emulator":
-        result = emulate(model, raw_inputs, raw=True)
-        outs = result.outputs
-        stats.update(result.stats.to_dict())
-        stats["events"] = [str(e) for e in result.events]
-    elif args.backend == "verilator":
-        from tcu_hw.arch import Options
-        from .verilator_backend import AxiTiming, VerilatorTop, default_axi_width
-        width = args.axi_width or default_axi_width(model.arch)
-        top = VerilatorTop(model.arch, Options(axi_data_width=width), arch_name="model")
-        built = time.perf_counter()
-        timing = AxiTiming(latency=args.latency, outstanding=args.outstanding,
-                           stall_probability=args.stall_probability)
-        outs, res = top.run_model(model, raw_inputs, timing)
-        stats.update(cycles=res.cycles, error=res.error, axi=res.stats,
-                     build_seconds=built - start, axi_data_width=width,
-                     simulated_cycles_per_second=res.cycles / max(res.stats["sim_seconds"], 1e-9))
-    else:
-        window = args.window or ((0, 1 << 32) if args.vcd else None)
-        core = PyrtlCore(model.arch, probes=bool(args.vcd))
-        built = time.perf_counter()
-        timing = DramTiming(latency=args.latency, cycles_per_vector=args.cycles_per_vector,
-                            stall_probability=args.stall_probability)
-        outs, res = core.run_model(model, raw_inputs, timing, window=window)
-        stats.update(cycles=res.cycles, counters=res.counters, error=res.error,
-                     error_pc=res.error_pc, pc=res.pc, build_seconds=built - start,
-                     dram_latency=args.latency, cycles_per_vector=args.cycles_per_vector,
-                     stall_probability=args.stall_probability)
-        if args.vcd:
-            from .waves import write_waves
-            first, signals = core.trace
-            gtkw = write_waves(args.vcd, first, signals)
-            stats["vcd"] = {"file": args.vcd, "gtkw": str(gtkw), "first_cycle": first,
-                            "cycles": max((len(v) for _, v in signals.values()), default=0),
-                            "signals": len(signals)}
-    stats["seconds"] = time.perf_counter() - start
+    outs, measured = backend.run(model, raw_inputs, vcd=args.vcd, window=window)
+    stats.update(measured)
 
     status = 0
     if args.check:

@@ -88,3 +88,40 @@ def write_waves(vcd_path, first_cycle: int, signals: dict) -> Path:
     write_atomic(gtkw, gtkw_text(vcd_path.name, signals))
     return gtkw
 
+
+
+def simulate_until(block, done: str = "done", limit: int = 10_000, inputs=None, observe=None,
+                   vcd=None):
+    """Simulate a small PyRTL design (``pyrtl.Simulation`` with a trace of every named wire)
+    until its 1-bit wire ``done`` is high; returns ``(simulation, cycles)``.
+
+    ``inputs()``: the input values for the next cycle ({input name: value}); ``observe(sim)``:
+    called after every cycle (e.g. a Python bus model sampling outputs); ``vcd``: write the
+    whole run as a VCD file. Raises RuntimeError when ``done`` stays low for ``limit`` cycles.
+    """
+    import pyrtl
+    with pyrtl.set_working_block(block):
+        trace = pyrtl.SimulationTrace()
+        sim = pyrtl.Simulation(tracer=trace, block=block)
+        for cycles in range(1, limit + 1):
+            sim.step(inputs() if inputs else {})
+            if observe:
+                observe(sim)
+            if sim.inspect(done):
+                break
+        else:
+            raise RuntimeError(f"'{done}' did not rise within {limit} cycles")
+        if vcd:
+            with open(vcd, "w") as f:
+                trace.print_vcd(f)
+    return sim, cycles
+
+
+def memory_vectors(sim, block, memory: str, count: int, lanes: int, width: int):
+    """The first ``count`` entries of the MemBlock named ``memory`` as signed lanes
+    (``count`` × ``lanes`` numpy array of ``width``-bit values)."""
+    import numpy as np
+
+    from tcu_hw.blocks.lanes import from_int
+    mem = sim.inspect_mem(block.get_memblock_by_name(memory))
+    return np.array([from_int(mem.get(k, 0), lanes, width) for k in range(count)])

@@ -143,6 +143,11 @@ class Architecture:
         ext = tuple(k for k in EXTENSION_KEYS if k in values)
         return cls(**{k: values[k] for k in values}, extension_keys=ext)
 
+    def with_changes(self, source: str = "architecture", **changes) -> "Architecture":
+        """A copy with some `.tarch` keys changed, validated like a file: an error names
+        ``source`` and every bad or unknown key (``arch.with_changes(data_type="FLOAT32")``)."""
+        return Architecture.from_dict({**self.to_dict(), **changes}, source=source)
+
     def to_dict(self) -> dict:
         """The `.tarch` dict: the 11 keys in Tensil's order, then the extension keys that were
         given or are non-zero."""

@@ -50,7 +50,7 @@ from .blocks.dram_engine import DramEngine
 from .blocks.local_memory import LocalMemory
 from .blocks.sampler import Sampler
 from .blocks.stream import named
-from .isa import ConfigRegister
+from .isa import CONFIG_VALUE_BITS, ConfigRegister
 
 
 def _conflict(new, entries, struct) -> WireVector:
@@ -118,8 +118,8 @@ class Core:
         is_pc_write = dec.cfg_register == int(ConfigRegister.PROGRAM_COUNTER)
         cfg.write <<= dispatch & dec.is_configure
         cfg.register <<= dec.cfg_register
-        cfg.value <<= dec.cfg_value.zero_extended(28) if dec.cfg_value.bitwidth < 28 \
-            else dec.cfg_value[:28]
+        cfg.value <<= dec.cfg_value.zero_extended(CONFIG_VALUE_BITS) \
+            if dec.cfg_value.bitwidth < CONFIG_VALUE_BITS else dec.cfg_value[:CONFIG_VALUE_BITS]
         cfg.dispatched <<= dispatch & ~(dec.is_configure & is_pc_write)
         cfg.stalled <<= d_valid & ~dispatch
 
@@ -144,7 +144,7 @@ class Core:
             pairs=[(cu.array_busy, cu.array_busy), (cu.acc_busy, cu.acc_busy),
                    (cu.issue | cu.stall, cu.issue), (self.dram1.req_valid, self.dram1.req_ready),
                    (self.dram0.req_valid, self.dram0.req_ready),
-                   (de.port_b_valid, de.port_b_ready), (cu.issue | cu.stall, cu.issue),
+                   (de.port_b_valid, de.port_b_ready), (cu.port_a_valid, cu.port_a_ready),
                    (self.instr_valid, self.instr_ready)])
 
         self.sampler = None

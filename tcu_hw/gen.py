@@ -117,7 +117,8 @@ def manifest(arch: Architecture, options: Options, stem: str, rams: list) -> dic
             "architecture": arch.to_dict(),
             "options": {"axi_data_width": options.axi_data_width, "mem_impl": options.mem_impl,
                         "sample_block_size": options.sample_block_size,
-                        "decoder_timeout": options.decoder_timeout, "reset": "active low"},
+                        "decoder_timeout": options.decoder_timeout, "reset": "active low" if options.reset_active_low
+                        else "active high"},
             "layout": arch.layout.as_dict(), "ports": ports, "memories": memories}
 
 

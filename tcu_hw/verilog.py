@@ -1,8 +1,8 @@
 """Deterministic Verilog for the top, its Verilator waiver, and the JSON manifest.
 
 ``top_<arch>.v`` holds two modules: ``top_<arch>`` with exactly Tensil's ports in Tensil's
-order (plus ``error``, ``timeout``, ``tracepoint``, ``idle``) and the active-low ``reset``,
-and ``top_<arch>_core``, PyRTL's flat export of :class:`tcu_hw.top.Top` with a synchronous
+order (plus ``error``, ``timeout``, ``tracepoint``, ``idle``) and the active-low ``reset``
+(active high with ``Options(reset_active_low=False)``), and ``top_<arch>_core``, PyRTL's flat export of :class:`tcu_hw.top.Top` with a synchronous
 active-high ``rst``. Wire and memory name counters are reset before every build, so the same
 architecture and options always give the same bytes.
 
@@ -95,7 +95,8 @@ def _wrapper(module: str, arch: Architecture, options: Options, rams: list) -> s
         rng = f"[{width - 1}:0] " if width > 1 else ""
         lines.append(f"    {direction} {rng}{name};")
     lines.append("")
-    conns = [".clk(clock)", ".rst(~reset)"] + [f".{name}({name})" for name, *_ in ports
+    rst = "~reset" if options.reset_active_low else "reset"
+    conns = [".clk(clock)", f".rst({rst})"] + [f".{name}({name})" for name, *_ in ports
                                                  if name not in ("clock", "reset")]
     body = []
     for r in rams:

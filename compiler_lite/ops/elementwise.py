@@ -19,7 +19,7 @@ from tcu_hw.isa import SimdOp as Op
 from ..ir import Tensor
 from ..kernels import Load, Simd, SimdOp
 from ..lower import Lowering
-from ..registry import op
+from ..registry import consts_of, op
 
 
 def _const_or_none(ctx: Lowering, name: str):
@@ -257,8 +257,7 @@ def relu(node, ctx: Lowering):
 
 
 def _check_clip(node, g, arch) -> list[str]:
-    return [f"input {k} ('{name}') must be a constant" for k, name in enumerate(node.inputs)
-            if k > 0 and name and not g.is_const(name)]
+    return consts_of(node, g)
 
 
 @op("Clip", check=_check_clip)

@@ -16,7 +16,7 @@ import numpy as np
 from ..ir import Tensor, groups, next_pow2
 from ..kernels import LinearBuilder
 from ..lower import Lowering, spatial
-from ..registry import op
+from ..registry import consts_of, op
 
 COORDS = ("half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric",
           "tf_half_pixel_for_nn")
@@ -80,9 +80,7 @@ def check_resize(node, g, arch) -> list[str]:
     if node.attr("keep_aspect_ratio_policy", "stretch") != "stretch":
         out.append(f"keep_aspect_ratio_policy '{node.attr('keep_aspect_ratio_policy')}' is "
                    f"not supported (stretch is)")
-    for k in range(1, len(node.inputs)):
-        if node.inputs[k] and not g.is_const(node.inputs[k]):
-            out.append(f"input {k} must be constant")
+    out += consts_of(node, g)
     in_shape = g.shapes.get(node.inputs[0])
     if in_shape is None or spatial(in_shape) is None:
         out.append("only [N,C,H,W] and [N,C,L] inputs are supported")

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..ir import Tensor
 from ..lower import Lowering
-from ..registry import op
+from ..registry import consts_of, op
 
 
 def _input(ctx: Lowering, name: str) -> Tensor:
@@ -67,12 +67,12 @@ def split(node, ctx: Lowering):
             _view(ctx, node, part, k)
 
 
-def _check_slice(node, g, arch) -> list[str]:
-    return [f"input {k} must be constant" for k, name in enumerate(node.inputs)
-            if k > 0 and name and not g.is_const(name)]
+def _constant_operands(node, g, arch) -> list[str]:
+    """Every input after the data (starts, ends, repeats, shape ...) must be a constant."""
+    return consts_of(node, g)
 
 
-@op("Slice", check=_check_slice)
+@op("Slice", check=_constant_operands)
 def slice_(node, ctx: Lowering):
     t = ctx.tensor(node.inputs[0])
     rank = t.idx.ndim
@@ -97,8 +97,6 @@ def slice_(node, ctx: Lowering):
 def _check_gather(node, g, arch) -> list[str]:
     if not g.is_const(node.inputs[1]):
         return ["indices must be constant (a lookup by computed indices is not supported)"]
-    if g.is_const(node.inputs[0]):
-        return []
     return []
 
 
@@ -111,18 +109,13 @@ def gather(node, ctx: Lowering):
     _view(ctx, node, np.take(t.idx, ind, axis=axis))
 
 
-def _check_shape_const(node, g, arch) -> list[str]:
-    return [f"input {k} must be constant" for k, name in enumerate(node.inputs)
-            if k > 0 and name and not g.is_const(name)]
-
-
-@op("Expand", check=_check_shape_const)
+@op("Expand", check=_constant_operands)
 def expand(node, ctx: Lowering):
     t = ctx.tensor(node.inputs[0])
     _view(ctx, node, np.broadcast_to(t.idx, ctx.g.shape(node.outputs[0])))
 
 
-@op("Tile", check=_check_shape_const)
+@op("Tile", check=_constant_operands)
 def tile(node, ctx: Lowering):
     t = ctx.tensor(node.inputs[0])
     reps = [int(v) for v in ctx.const(node.inputs[1])]

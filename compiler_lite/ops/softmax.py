@@ -125,7 +125,6 @@ def _across_lanes(ctx: Lowering, node, x: str, vec, lane, log: bool) -> None:
     out = node.outputs[0]
     t = ctx.tensor(x)
     R, K = vec.shape
-    row_vecs = [np.unique(vec[r]) for r in range(R)]
     # layer 1: m by broadcasting every element to all lanes, max chain; d = x - m
     d_name = f"{out}:shifted"
     buf_d, td = ctx.new_activation(d_name, t.shape)
@@ -211,7 +210,6 @@ def softmax(node, ctx: Lowering):
         if not exclusive:
             break
     if not exclusive:
-        from .elementwise import expand  # noqa: F401 - for symmetry of imports
         name = f"{x}:rows:{node.name}"
         shape = t.shape
         perm = list(range(len(shape)))

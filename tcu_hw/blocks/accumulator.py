@@ -19,9 +19,10 @@ t-2 or earlier; ``pending`` is the write presented at t-1 (still in flight), whi
 must wait for before reading that address. Throughput: one write and one read per cycle, no
 back-pressure.
 
-Ports (``name_`` prefix): inputs ``w_valid`` (1), ``w_addr`` (A), ``w_data`` (n·W),
-``w_accumulate`` (1), ``r_addr`` (A); outputs ``r_data`` (n·W), ``busy`` (a write is in its
-second cycle), ``pending`` = (valid, addr) of that write, ``saturated``.
+Ports (``name_`` prefix; A = max(clog2(depth), 1) address bits, n·W = one vector of ``n``
+lanes of the data type's width W): inputs ``w_valid`` (1), ``w_addr`` (A), ``w_data`` (n·W),
+``w_accumulate`` (1), ``r_addr`` (A); outputs ``r_data`` (n·W, one cycle after ``r_addr``),
+``busy`` (1: a write is in its second cycle), ``pending`` = (valid, addr) of that write.
 """
 
 from __future__ import annotations
@@ -76,12 +77,6 @@ class Accumulator:
         last_value.next <<= value
         self.busy = valid
         self.pending = (valid, addr)
-        wide = [(o.sign_extended(dt.width + 1) + d.sign_extended(dt.width + 1))[:dt.width + 1]
-                for o, d in zip(old, new)]
-        clipped = pyrtl.Const(0, 1)
-        for v in wide:
-            clipped = clipped | (v[-1] != v[-2])
-        self.saturated = valid & accumulate & clipped
 
         ram.raddr[1] <<= self.r_addr
         self.r_data = ram.rdata[1]

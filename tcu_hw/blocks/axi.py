@@ -23,10 +23,21 @@ transfer into bursts on the AXI4 channels::
   to the same address sees the new data and a write never overtakes an earlier read.
 - BRESP/RRESP other than OKAY raise the sticky ``bus_error`` output.
 
-Ports: the AXI channels as ``axi.<signal>`` (wires named ``<name>_axi_<signal>`` with
-Tensil's signal names and widths; the top connects them to ``m_axi_<name>_*``); the core side
-as the DramEngine port (``req_*``, ``rdata*``, ``wdata*``, wires ``<name>_core_*``); inputs
-``offset`` (32) and ``cache`` (4).
+Ports:
+
+- AXI channels as ``axi.<signal>`` (wires ``<name>_axi_<signal>``, Tensil's names and widths;
+  the top connects them to ``m_axi_<name>_*``).
+- Core side, the DramEngine port (wires ``<name>_core_*``): inputs ``req_valid`` (1),
+  ``req_write`` (1), ``req_addr`` (``addr_bits``, vector address), ``req_len`` (``len_bits``,
+  vectors − 1), ``rdata_ready`` (1), ``wdata_valid`` (1), ``wdata`` (n·W); outputs
+  ``req_ready``, ``rdata_valid``, ``rdata`` (n·W), ``wdata_ready``. All valid/ready: a
+  transfer happens in a cycle where both are high.
+- Inputs ``offset`` (32; bits 15:0 used) and ``cache`` (4), both taken when a request starts.
+- Status: ``idle`` (nothing queued, in flight or buffered), ``bus_error`` (sticky);
+  ``beats_per_vector`` (a Python int).
+
+Latency: a request reaches AR/AW two cycles after it is accepted; a read vector's last beat on
+R reaches ``rdata_valid`` one cycle later; write data is accepted ahead of its AW.
 """
 
 from __future__ import annotations
@@ -39,7 +50,7 @@ from pyrtl import Const, Register, WireVector
 from ..arch import Architecture, Options
 from ..isa import clog2
 from . import lanes
-from .dram_engine import connect_port
+from .dram_engine import PORT_FROM_CORE, connect_port, port_wires
 from .stream import RegFifo, fit, name_ports
 
 ID_BITS = 6
@@ -72,7 +83,7 @@ def axi_width(signal: str, data_width: int) -> int:
 
 def dram_vector_bits(arch: Architecture) -> int:
     """Bits of one vector in DRAM: n scalar slots of 8·bytes-per-scalar bits."""
-    return arch.array_size * 8 * arch.dtype.bytes_per_scalar
+    return arch.vector_bytes * 8
 
 
 class AxiMaster:
@@ -94,13 +105,8 @@ class AxiMaster:
             setattr(self.axi, sig, WireVector(axi_width(sig, dw), prefix + sig))
         a = self.axi
         # ------------------------------------------------------------------ core side
-        self.req_valid = WireVector(1, f"{name}_core_req_valid")
-        self.req_write = WireVector(1, f"{name}_core_req_write")
-        self.req_addr = WireVector(addr_bits, f"{name}_core_req_addr")
-        self.req_len = WireVector(len_bits, f"{name}_core_req_len")
-        self.rdata_ready = WireVector(1, f"{name}_core_rdata_ready")
-        self.wdata_valid = WireVector(1, f"{name}_core_wdata_valid")
-        self.wdata = WireVector(n * w, f"{name}_core_wdata")
+        vars(self).update(port_wires(f"{name}_core", addr_bits, len_bits, n * w,
+                                     PORT_FROM_CORE))
         self.offset = WireVector(32, f"{name}_core_offset")
         self.cache = WireVector(4, f"{name}_core_cache")
 
@@ -113,7 +119,6 @@ class AxiMaster:
             getattr(a, f"{ch}lock").__ilshift__(Const(0, 2))
             getattr(a, f"{ch}prot").__ilshift__(Const(0, 3))
             getattr(a, f"{ch}qos").__ilshift__(Const(0, 4))
-            getattr(a, f"{ch}cache").__ilshift__(self.cache)
         a.wid <<= Const(0, ID_BITS)
         a.wstrb <<= Const((1 << (dw // 8)) - 1, dw // 8)
 
@@ -133,6 +138,12 @@ class AxiMaster:
         left = Register(beat_count_bits, f"{name}_axi_left")             # beats to request
         start = rq.deq_valid & ~active
         rq.deq_ready <<= start
+        # AxCACHE is taken with the request, like the offset: a Configure of the cache
+        # register while a request is still in flight does not change its bursts
+        cache = Register(4, f"{name}_axi_cache_latched")
+        cache.next <<= pyrtl.select(start, self.cache, cache)
+        a.awcache <<= cache
+        a.arcache <<= cache
         base = (pyrtl.concat(self.offset[:16], Const(0, 16)) +
                 (head_addr * Const(vector_bytes)))[:32]
         total = fit((head_len.zero_extended(beat_count_bits) + 1) * Const(beats),

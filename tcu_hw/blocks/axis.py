@@ -11,7 +11,8 @@ first word (TCU.md §6); zero bytes pad the last word (they decode as NoOps). A 
 (a D-bit stream delivers D/8 bytes per cycle).
 
 Ports (``name_`` prefix): inputs ``tdata`` (D), ``tvalid``, ``out_ready``; outputs
-``tready``, ``out_valid``, ``out_data`` (8·I).
+``tready``, ``out_valid``, ``out_data`` (8·I). Both sides are valid/ready. Latency: a word
+accepted at cycle t completes an instruction on ``out_valid`` at t+1 at the earliest.
 """
 
 from __future__ import annotations

@@ -31,7 +31,9 @@ Hazards (the sequencer stalls the micro-op at t0):
 Ports (``name_`` prefix): ``enq_valid``/``enq_data``/``enq_ready`` (instruction queue);
 outputs ``entries`` = [(valid, record)] of every instruction still to touch local memory
 (for the dispatcher's range checks), ``idle``, ``issue`` (a micro-op issued), ``stall``
-(work waiting), ``uop_matmul`` (a MatMul vector entered the array).
+(work waiting), ``uop_matmul`` (a MatMul vector entered the array), ``array_busy``,
+``acc_busy`` and ``port_a_valid``/``port_a_ready`` (activity of the array, the accumulators
+and local port A, for the sampler). All outputs are 1 bit except ``entries``.
 """
 
 from __future__ import annotations
@@ -188,4 +190,8 @@ class ComputeUnit:
         self.idle = ~act_valid & ~q.deq_valid & ~in_flight
         self.array_busy = array.out_valid | t1_writes_acc
         self.acc_busy = acc.busy
+        # local port A as a valid/ready pair: a read wanted (granted when it issues) or an
+        # acc→local write (always granted)
+        self.port_a_valid = (act_valid & needs_local) | t1c[A2L]
+        self.port_a_ready = (issue & needs_local) | t1c[A2L]
         name_ports(self, name)

@@ -11,7 +11,8 @@ and reset values are :data:`tcu_hw.isa.CONFIG_REGISTER_SPEC` (the timeout's rese
 
 Inputs (``name_`` prefix): ``write`` (1), ``register`` (4), ``value`` (28), ``dispatched``
 (1), ``stalled`` (1). Outputs: one wire per register (``dram0_offset`` …
-``sample_interval``), ``pc``, ``timeout``, ``tracepoint_hit``.
+``sample_interval``, widths from the spec), ``pc`` (32), ``timeout_cycles``, ``timeout``,
+``tracepoint_hit``. Latency: a write at cycle t shows on the outputs at t+1.
 """
 
 from __future__ import annotations

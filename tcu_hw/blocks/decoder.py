@@ -9,10 +9,14 @@ conditions of §4.8 and produces the packed record for the unit that will execut
 - ``dram`` record (DataMoves between local memory and DRAM0/DRAM1) for the DRAM engine;
 - Configure fields for the configuration registers.
 
-Outputs (attributes): ``opcode``, ``flags``; classification ``to_compute``, ``to_dram``,
-``is_configure``, ``drop`` (NoOp, or an error); ``error``; ``compute`` / ``dram`` (packed
-records, see :func:`compute_struct` / :func:`dram_struct`); ``cfg_register``, ``cfg_value``;
-``local`` = the local-memory range (``uses``, ``writes``, ``lo``, ``hi``) for hazard checks.
+Input: ``word`` (8 × ``arch.layout.instruction_bytes`` bits), one instruction. Outputs
+(attributes, all combinational from ``word``, latency 0): ``opcode`` (4), ``flags`` (4);
+classification ``to_compute``, ``to_dram``, ``is_configure``, ``drop`` (NoOp, or an error),
+``error`` (1 bit each); ``compute`` / ``dram`` (packed records, widths
+``compute_struct(arch).width`` / ``dram_struct(arch).width``); ``cfg_register`` (4),
+``cfg_value`` (up to :data:`tcu_hw.isa.CONFIG_VALUE_BITS`); ``local`` = the local-memory
+range (``uses``, ``writes``: 1 bit; ``lo``, ``hi``: L address bits) for hazard checks. No
+handshake: the core holds ``word`` until it dispatches the instruction.
 
 Address runs follow :func:`tcu_hw.isa.address_run` (tested against it): a run that wraps
 around its memory is tracked as the whole memory.

@@ -21,11 +21,17 @@ later moves overlap the data of earlier ones. A queue entry leaves when its requ
 issued and the local side has moved all its vectors; until then its local range is visible
 to the dispatcher (``entries``).
 
-Ports (``name_`` prefix): ``enq_valid``/``enq_data``/``enq_ready``; per DRAM port k:
-``dramK_req_valid``, ``dramK_req_ready``, ``dramK_req_write``, ``dramK_req_addr``,
-``dramK_req_len``, ``dramK_rdata_valid``, ``dramK_rdata_ready``, ``dramK_rdata``,
-``dramK_wdata_valid``, ``dramK_wdata_ready``, ``dramK_wdata``; status ``idle``, ``busy``
-(a vector moved on port B this cycle), ``stall``.
+Ports (``name_`` prefix): ``enq_valid``/``enq_data`` (``dram_struct(arch).width``)/
+``enq_ready``; ``entries`` = [(valid, record)] of the queue (for the dispatcher's range
+checks). Per DRAM port k (:func:`port_wires`; ``ports[k]``): ``dramK_req_valid``,
+``dramK_req_ready``, ``dramK_req_write``, ``dramK_req_addr`` (max(Dk, 1) bits: the layout's
+DRAMk address width), ``dramK_req_len`` (the size field's width: vectors − 1),
+``dramK_rdata_valid``, ``dramK_rdata_ready``, ``dramK_rdata`` (n·W), ``dramK_wdata_valid``,
+``dramK_wdata_ready``, ``dramK_wdata`` (n·W); local port B as ``port_b_valid``/
+``port_b_ready`` (for the sampler); status ``idle``, ``busy`` (a vector moved on port B
+this cycle), ``stall``. Latency: an enqueued move's first request goes out two cycles after
+it enters the queue; a vector read from local memory (port B) reaches ``dramK_wdata`` two
+cycles after its read address.
 """
 
 from __future__ import annotations
@@ -47,6 +53,14 @@ from .stream import RegFifo, fit, name_ports, named
 PORT_FROM_CORE = ("req_valid", "req_write", "req_addr", "req_len", "rdata_ready",
                   "wdata_valid", "wdata")
 PORT_TO_CORE = ("req_ready", "rdata_valid", "rdata", "wdata_ready")
+
+
+def port_wires(prefix: str, addr_bits: int, len_bits: int, width: int,
+               signals=PORT_FROM_CORE + PORT_TO_CORE) -> dict:
+    """Named wires ``<prefix>_<signal>`` of a DRAM port: ``req_addr`` (``addr_bits``),
+    ``req_len`` (``len_bits``), ``rdata``/``wdata`` (``width``: one vector), the rest 1 bit."""
+    widths = {"req_addr": addr_bits, "req_len": len_bits, "rdata": width, "wdata": width}
+    return {sig: WireVector(widths.get(sig, 1), f"{prefix}_{sig}") for sig in signals}
 
 
 def connect_port(port, memory) -> None:
@@ -76,19 +90,7 @@ class DramEngine:
         # ------------------------------------------------------------------ DRAM ports
         self.ports = []
         for k in range(2):
-            p = SimpleNamespace(
-                req_valid=WireVector(1, f"dram{k}_req_valid"),
-                req_ready=WireVector(1, f"dram{k}_req_ready"),
-                req_write=WireVector(1, f"dram{k}_req_write"),
-                req_addr=WireVector(dbits[k], f"dram{k}_req_addr"),
-                req_len=WireVector(f.size, f"dram{k}_req_len"),
-                rdata_valid=WireVector(1, f"dram{k}_rdata_valid"),
-                rdata_ready=WireVector(1, f"dram{k}_rdata_ready"),
-                rdata=WireVector(vec, f"dram{k}_rdata"),
-                wdata_valid=WireVector(1, f"dram{k}_wdata_valid"),
-                wdata_ready=WireVector(1, f"dram{k}_wdata_ready"),
-                wdata=WireVector(vec, f"dram{k}_wdata"))
-            self.ports.append(p)
+            self.ports.append(SimpleNamespace(**port_wires(f"dram{k}", dbits[k], f.size, vec)))
 
         # ------------------------------------------------------------------ requests
         pbits = max(clog2(queue_depth + 1), 1)

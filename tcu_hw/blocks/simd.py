@@ -55,7 +55,7 @@ class SimdArray:
                                if regs else self.input, n)
 
         left, right = source(self.left), source(self.right)
-        one = Const(1 << dt.binary_point, w)
+        one = Const(dt.one, w)
         zero = Const(0, w)
 
         def flag(c: WireVector) -> WireVector:

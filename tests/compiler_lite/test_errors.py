@@ -111,3 +111,12 @@ def test_flush_probe_vectors_stay_free():
                                                       DataMoveKind.LOCAL_TO_DRAM0):
             run = address_run(ins.other_address, ins.other_stride, ins.size, lay.D0)
             assert run.highest < arch.dram0_depth - 2, ins
+
+
+def test_float_reference_without_onnxruntime_says_what_to_install(monkeypatch):
+    import sys
+
+    from compiler_lite.golden import onnxruntime_outputs
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)          # import fails
+    with pytest.raises(CompileError, match=r"needs onnxruntime: pip install onnxruntime"):
+        onnxruntime_outputs(gemm(4, 4), {"x": np.zeros((1, 4), np.float32)})

@@ -7,11 +7,10 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from compiler_lite.frontend import load_graph, parse_input_shapes
-from tcu_hw.arch import Architecture, preset
 from tcu_hw.errors import CompileError
 
 from ..conftest import shared_path
-from .helpers import compile_and_run, make_model, ort_run, rand
+from .helpers import compile_and_run, float_arch, make_model, ort_run, rand
 
 
 def test_parse_input_shapes():
@@ -41,7 +40,6 @@ def test_batch_from_the_model_or_from_i():
 
 def test_shape_subgraphs_fold_to_constants():
     """Shape → Gather → Unsqueeze → Concat → Reshape (a typical exporter's flatten)."""
-    i64 = lambda v: numpy_helper.from_array(np.array(v, np.int64))  # noqa: E731
     nodes = [helper.make_node("Relu", ["x"], ["r"]),
              helper.make_node("Shape", ["r"], ["s"]),
              helper.make_node("Gather", ["s", "zero"], ["n"], axis=0),
@@ -62,9 +60,7 @@ def test_shape_subgraphs_fold_to_constants():
     assert list(g.consts["shape"]) == [2, -1]
     x = rand((2, 3, 2, 2), 2)
     ref = ort_run(m, {"x": x})["y"]
-    d = preset("pynqz1").to_dict()
-    d["data_type"] = "FLOAT32"
-    _, run = compile_and_run(m, Architecture.from_dict(d), {"x": x})
+    _, run = compile_and_run(m, float_arch("pynqz1"), {"x": x})
     np.testing.assert_allclose(run.outputs["y"], ref, rtol=1e-5, atol=1e-5)
 
 
@@ -105,7 +101,5 @@ def test_zero_pad_before_conv_becomes_its_padding():
     assert [(n.op, n.attr("pads")) for n in g.nodes] == [("Conv", [1, 3, 2, 1])]
     x = rand((1, 3, 5, 6), 2)
     ref = ort_run(m, {"x": x})["y"]
-    d = preset("pynqz1").to_dict()
-    d["data_type"] = "FLOAT32"
-    _, run = compile_and_run(m, Architecture.from_dict(d), {"x": x})
+    _, run = compile_and_run(m, float_arch("pynqz1"), {"x": x})
     np.testing.assert_allclose(run.outputs["y"], ref, rtol=1e-5, atol=1e-5)

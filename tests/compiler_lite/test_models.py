@@ -13,16 +13,10 @@ import numpy as np
 import onnx
 import pytest
 
-from tcu_hw.arch import Architecture, preset, resolve_arch
+from tcu_hw.arch import resolve_arch
 
 from ..conftest import shared_path
-from .helpers import compile_and_run, lut_arch, ort_run
-
-
-def float_arch(base, **changes) -> Architecture:
-    d = (base if isinstance(base, Architecture) else preset(base)).to_dict()
-    d.update(data_type="FLOAT32", **changes)
-    return Architecture.from_dict(d, source="float")
+from .helpers import compile_and_run, float_arch, ort_run
 
 
 # ------------------------------------------------------------------------------- digits

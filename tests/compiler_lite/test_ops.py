@@ -12,9 +12,10 @@ import numpy as np
 import pytest
 from onnx import helper
 
-from tcu_hw.arch import Architecture, preset
+from tcu_hw.arch import preset
 
-from .helpers import compile_and_run, lsb, make_model, ort_run, rand, small_arch
+from .helpers import (compile_and_run, float_arch, lsb, make_model, ort_run, rand,
+                      small_arch)
 
 
 def node(op, ins, outs, **attrs):
@@ -171,7 +172,6 @@ INT_INPUTS = {"Slice": (1, 2, 3, 4), "Unsqueeze": (1,), "Squeeze": (1,), "Gather
 
 
 def build(name):
-    import onnx
     from onnx import numpy_helper
     m, feeds = CASES[name]()
     ints = set()
@@ -186,18 +186,12 @@ def build(name):
     return m, feeds
 
 
-def float_of(arch) -> Architecture:
-    d = arch.to_dict()
-    d["data_type"] = "FLOAT32"
-    return Architecture.from_dict(d, source="float")
-
-
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_float_exact(name):
     m, feeds = build(name)
     outs = [o.name for o in m.graph.output]
     ref = ort_run(m, feeds)
-    _, run = compile_and_run(m, float_of(preset("pynqz1")), feeds, outputs=outs)
+    _, run = compile_and_run(m, float_arch("pynqz1"), feeds, outputs=outs)
     for o in outs:
         np.testing.assert_allclose(run.outputs[o], ref[o], rtol=1e-5, atol=1e-5, err_msg=o)
 

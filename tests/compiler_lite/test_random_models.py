@@ -9,16 +9,15 @@ golden emulator, on a normal and on a small architecture where layers partition 
 from __future__ import annotations
 
 import numpy as np
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from onnx import helper
 
 from tcu_hw import numeric
-from tcu_hw.arch import Architecture, preset
+from tcu_hw.arch import preset
 
 from ..conftest import requires_gcc
-from .helpers import compile_and_run, make_model, ort_run, small_arch
+from .helpers import compile_and_run, float_arch, make_model, ort_run, small_arch
 
 
 @st.composite
@@ -110,12 +109,6 @@ def cnns(draw):
     return m, feeds
 
 
-def _float(arch: Architecture) -> Architecture:
-    d = arch.to_dict()
-    d["data_type"] = "FLOAT32"
-    return Architecture.from_dict(d, source="float")
-
-
 @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
 @given(cnns())
 def test_random_cnn_float_matches_onnxruntime(case):
@@ -123,7 +116,7 @@ def test_random_cnn_float_matches_onnxruntime(case):
     out = m.graph.output[0].name
     ref = ort_run(m, feeds)[out]
     for arch in (preset("pynqz1"), small_arch()):
-        _, run = compile_and_run(m, _float(arch), feeds)
+        _, run = compile_and_run(m, float_arch(arch), feeds)
         np.testing.assert_allclose(run.outputs[out], ref, rtol=1e-4,
                                    atol=1e-4 * max(1.0, float(np.abs(ref).max())))
 

@@ -70,6 +70,9 @@ def test_digits_batch_of_two_runs(digits, backend):
     assert res.runs == 2
     _check(res, {"logits": ref}, 0.25)
     assert (res.outputs["logits"].argmax(1) == ref.argmax(1)).all()
+    # the array's MACs: the same on every backend, as the emulator counts them run by run
+    if backend == "emulator":
+        assert res.macs == sum(st["macs"] for st in res.stats) > 0
     if backend == "pyrtl":
         assert res.cycles > 0 and res.macs_per_cycle > 0
         emu = Driver("pynqz1")
@@ -130,6 +133,18 @@ def test_errors(digits, two_io):
         drv.run({"y": x})
     with pytest.raises(ArtifactError, match="backend 'fpga' is unknown"):
         Driver("pynqz1", backend="fpga")
+    with pytest.raises(ArtifactError, match=r"unknown option\(s\) \['latncy'\]; allowed: "
+                                            r"latency, cycles_per_vector"):
+        Driver("pynqz1", backend="pyrtl", latncy=3)
+    with pytest.raises(ArtifactError, match=r"DRAM timing: .*0 <= stall_probability < 1 "
+                                            r"\(got 2\)"):
+        Driver("pynqz1", backend="pyrtl", stall_probability=2)
+    # raw inputs are checked against the data type on every backend
+    with pytest.raises(ArtifactError, match=r"input 'x': raw values outside FP16BP8 range "
+                                            r"-32768..32767"):
+        drv.run({"x": np.full(x.shape, 40000)}, raw=True)
+    with pytest.raises(ArtifactError, match="input 'x': raw values must be integers"):
+        drv.run({"x": x}, raw=True)
     two, feeds, _ = two_io
     drv = Driver("pynqz1")
     drv.load_model(two)

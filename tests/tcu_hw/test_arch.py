@@ -486,3 +486,11 @@ def test_bare_preset_name_wins_over_a_same_named_file(tmp_path, monkeypatch):
     Architecture.from_dict({**preset("cmoda7").to_dict()}).save(tmp_path / "pynqz1")
     assert resolve_arch("pynqz1") == preset("pynqz1")
     assert resolve_arch("./pynqz1") == preset("cmoda7")
+
+
+def test_with_changes_validates_like_a_file():
+    arch = preset("pynqz1").with_changes(data_type="FLOAT32", local_depth=1024)
+    assert (arch.data_type, arch.local_depth, arch.array_size) == ("FLOAT32", 1024, 8)
+    with pytest.raises(ArchitectureError, match=r"small: 2 problems:\n  - unknown key "
+                                                r"'local_dept' \(did you mean 'local_depth'"):
+        preset("pynqz1").with_changes("small", local_dept=3, array_size=0)

@@ -73,9 +73,11 @@ def tensil_ports(data_width: int, sampler: bool = False) -> list[tuple[str, str,
 
 
 @functools.lru_cache(maxsize=None)
-def generated(board: str, width: int, sample: int = 0, mem_impl: str = "bram") -> str:
+def generated(board: str, width: int, sample: int = 0, mem_impl: str = "bram",
+              reset_active_low: bool = True) -> str:
     return verilog(preset(board), Options(axi_data_width=width, sample_block_size=sample,
-                                          mem_impl=mem_impl), board)
+                                          mem_impl=mem_impl, reset_active_low=reset_active_low),
+                   board)
 
 
 def wrapper_ports(text: str, module: str, tmp_path) -> list[tuple[str, str, int]]:
@@ -147,6 +149,12 @@ def test_memory_implementation_hints():
     text = generated("pynqz1", 64)
     assert re.search(r"_ram_tdp #\(\.WIDTH\(128\), \.ADDR\(13\), \.DEPTH\(8192\)\) local_ram", text)
     assert text.count("_ram_sdp #(.WIDTH(128), .ADDR(11), .DEPTH(2048))") == 2
+
+
+def test_reset_polarity_option():
+    assert ".rst(~reset)" in generated("cmoda7", 64)          # Tensil's active-low reset
+    high = generated("cmoda7", 64, reset_active_low=False)
+    assert ".rst(reset)" in high and "~reset" not in high
 
 
 def test_output_is_deterministic_across_processes(tmp_path):

@@ -96,6 +96,24 @@ def test_sampler_period_blocks_and_drops():
     assert held and len(held) == 20 - (held[0] - 30)                # valid held until ready
 
 
+def test_sampler_interval_lowered_while_counting():
+    block = pyrtl.Block()
+    with pyrtl.set_working_block(block):
+        s = Sampler(block_size=1)
+        interval = pyrtl.Input(16, "interval")
+        s.interval <<= interval
+        s.tready <<= 1
+        s.pc <<= pyrtl.Const(0, 32)
+        s.pairs <<= pyrtl.Const(0, 16)
+        o = pyrtl.Output(1, "v")
+        o <<= s.tvalid
+    sim = ArraySimulation(block=block)
+    intervals = [100] * 50 + [5] * 50                  # lowered at cycle 50, count at 50
+    tr = sim.run_trace(100, {"interval": intervals})
+    sampled = [k for k in range(100) if tr["v"][k]]
+    assert sampled[:3] == [51, 56, 61]                  # at once, then every 5 cycles
+
+
 def test_sampler_in_the_core():
     arch = Architecture("FP16BP8", 2, 64, 64, 64, 32, 1, 2, 2)
     core = PyrtlCore(arch, Options(sample_block_size=4))
@@ -110,4 +128,7 @@ def test_sampler_in_the_core():
     pcs = [w & 0xFFFFFFFF for _, w in words]
     assert pcs == sorted(pcs) and pcs[-1] <= 63
     assert any((w >> 32) & 1 for _, w in words)                     # array valid seen
+    assert any((w >> 44) & 1 for _, w in words)                     # local port A (MatMul)
+    # SIMD ops use the dataflow (bit 36) but not local port A (bit 44)
+    assert any((w >> 36) & 1 and not (w >> 44) & 1 for _, w in words)
     assert [t for t, _ in words][:8] == [0, 0, 0, 1, 0, 0, 0, 1]
