@@ -18,6 +18,7 @@ from tcu_hw.arch import Architecture, resolve_arch
 from tcu_hw.artifacts import (ConstsEntry, ProgEntry, TensorEntry, TensorLayout, TModel,
                               io_layout_json, model_name)
 from tcu_hw.errors import CompileError
+from tcu_hw.files import write_all_atomic
 
 from .emit import Emitter, LayerStats
 from .frontend import Graph, load_graph
@@ -97,27 +98,8 @@ class Compiled:
 
 
 def write_all(target, files: dict[str, bytes]) -> list[Path]:
-    """Write every file or none: all go to temporary names first, then are renamed."""
-    import os
-    target = Path(target)
-    try:
-        target.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise CompileError(f"{target}: cannot create the target directory: "
-                           f"{e.strerror}") from None
-    done = []
-    try:
-        for name, data in files.items():
-            tmp = target / f".{name}.tmp{os.getpid()}"
-            tmp.write_bytes(data)
-            done.append((tmp, target / name))
-    except OSError as e:
-        for tmp, _ in done:
-            tmp.unlink(missing_ok=True)
-        raise CompileError(f"{target}: cannot write the artifacts: {e.strerror}") from None
-    for tmp, path in done:
-        os.replace(tmp, path)
-    return [path for _, path in done]
+    """Write every file or none (:func:`tcu_hw.files.write_all_atomic`)."""
+    return write_all_atomic(target, files, CompileError)
 
 
 def compile_model(model, arch, outputs=None, input_shapes=None, strategy: str = "local-vars",

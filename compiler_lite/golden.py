@@ -53,7 +53,10 @@ def run_emulator(c: Compiled, inputs: Mapping[str, np.ndarray], strict: bool = T
     sats = 0
     for t in c.inputs:
         vec = t.to_vectors(np.asarray(inputs[t.name], dtype=np.float64), n)
-        raw, s = numeric.to_fixed(vec, dt)
+        try:
+            raw, s = numeric.to_fixed(vec, dt)
+        except ValueError as e:
+            raise CompileError(f"golden inputs: tensor {t.name!r}: {e}") from None
         sats += s
         emu.write_dram0(t.base, raw)
     emu.run(c.program)
@@ -67,13 +70,23 @@ def run_emulator(c: Compiled, inputs: Mapping[str, np.ndarray], strict: bool = T
 
 def read_inputs(path) -> dict[str, np.ndarray]:
     """An ``.npz`` of input arrays keyed by input name."""
+    import zipfile
     path = Path(path)
+    what = "(.npz of arrays keyed by input name, e.g. numpy.savez(path, x=array))"
     try:
-        with np.load(path, allow_pickle=False) as z:
-            return {k: z[k] for k in z.files}
-    except (OSError, ValueError) as e:
-        raise CompileError(f"{path}: cannot read golden inputs (.npz of arrays keyed by "
-                           f"input name): {e}") from None
+        z = np.load(path, allow_pickle=False)
+        if not isinstance(z, np.lib.npyio.NpzFile):
+            raise ValueError("it holds one array, not arrays keyed by input name")
+        with z:
+            arrays = {k: z[k] for k in z.files}
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as e:
+        raise CompileError(f"{path}: cannot read the inputs {what}: {e}") from None
+    if not arrays:
+        raise CompileError(f"{path}: no arrays in it {what}")
+    bad = [k for k, a in arrays.items() if a.dtype.kind not in "biuf"]
+    if bad:
+        raise CompileError(f"{path}: arrays {bad} are not numbers {what}")
+    return arrays
 
 
 def golden_npz(c: Compiled, run: GoldenRun, inputs: Mapping[str, np.ndarray]) -> bytes:

@@ -44,6 +44,11 @@ def check_graph(g: Graph, arch) -> None:
             where = f" from domain '{node.domain}'" if node.domain not in ("", "ai.onnx") else ""
             problems.append(f"{node.label}: operator{where} not supported")
             continue
+        dynamic = [o for o in node.outputs if o and o not in g.shapes]
+        if dynamic:
+            problems.append(f"{node.label}: the shape of its output '{dynamic[0]}' is not "
+                            f"static after shape inference")
+            continue
         if spec.needs_lut and arch.lut_count < 1:
             hint = ""
             if any(o in g.outputs for o in node.outputs) and node.inputs:

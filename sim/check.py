@@ -24,6 +24,7 @@ import numpy as np
 
 from tcu_hw.arch import PRESETS
 from tcu_hw.errors import ArtifactError, run_cli
+from tcu_hw.files import check_writable
 
 RULE = "-" * 78
 
@@ -45,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="keep the compiled artifacts here (default: a temporary directory)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
     p.add_argument("--latency", type=int, default=20, help="DRAM read latency (cycles)")
-    p.add_argument("--tolerance", type=float,
+    p.add_argument("--tolerance", type=_tolerance,
                    help="also fail when an output differs from float by more than this")
     p.add_argument("--vcd", metavar="WAVES.vcd",
                    help="pyrtl backend: write the waveform of the first run (with a GTKWave "
@@ -58,6 +59,16 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _tolerance(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text!r}")
+    return value
+
+
 def check(args: argparse.Namespace, out=None) -> int:
     from compiler_lite.compile import compile_model
     from compiler_lite.frontend import parse_input_shapes
@@ -67,6 +78,13 @@ def check(args: argparse.Namespace, out=None) -> int:
     from .backends import waveform_window
     from .driver import Driver
     out = out or sys.stdout
+    window = waveform_window(args.window, args.around)
+    if (args.vcd or window) and args.backend != "pyrtl":
+        raise ArtifactError("--vcd, --window and --around need --backend pyrtl")
+    if window and not args.vcd:
+        raise ArtifactError("--window and --around choose the cycles of a waveform: add --vcd")
+    if args.vcd:
+        check_writable(args.vcd, "--vcd", ArtifactError)
     t0 = time.perf_counter()
     outputs = [o.strip() for o in args.output.split(",") if o.strip()] if args.output else None
     c = compile_model(args.model, args.arch, outputs=outputs,
@@ -85,16 +103,13 @@ def check(args: argparse.Namespace, out=None) -> int:
             feeds = {t.name: rng.standard_normal(t.shape).astype(np.float32)
                      for t in c.inputs}
         names = [t.name for t in c.outputs]
-        ref = onnxruntime_outputs(args.model, feeds, names)
         emu = Driver(c.arch, "emulator")
         emu.load_model(tmodel)
         t = time.perf_counter()
-        golden = emu.run(feeds)
+        golden = emu.run(feeds)          # checks the inputs' names and shapes first
         t_emu = time.perf_counter() - t
+        ref = onnxruntime_outputs(args.model, feeds, names)
         hw = None
-        window = waveform_window(args.window, args.around)
-        if (args.vcd or window) and args.backend != "pyrtl":
-            raise ArtifactError("--vcd, --window and --around need --backend pyrtl")
         if args.backend != "emulator":
             drv = Driver(c.arch, args.backend, latency=args.latency)
             drv.load_model(tmodel)

@@ -25,6 +25,7 @@ import numpy as np
 from tcu_hw import numeric
 from tcu_hw.artifacts import read_csv
 from tcu_hw.errors import ArtifactError, run_cli
+from tcu_hw.files import check_writable
 
 from .emulator import Emulator
 from .model import (check_output_paths, format_outputs, gather, load_model, load_program, place,
@@ -66,7 +67,9 @@ def run(args: argparse.Namespace) -> int:
     names, out_names = model.input_names, model.output_names
     raw_inputs, in_sats = read_input_csvs(model, inputs, runs)
     check_output_paths(model, outputs, "-o")
-    check_output_paths(model, compare, "-c")
+    check_output_paths(model, compare, "-c", writes=False)
+    if args.stats:
+        check_writable(args.stats, "--stats", ArtifactError)
     expected = {}
     for name, path in zip(out_names, compare):
         values = read_csv(path, n)

@@ -17,6 +17,7 @@ import numpy as np
 from tcu_hw import numeric
 from tcu_hw.artifacts import TModel, format_csv, read_csv, read_tdata, read_tmodel, write_csv
 from tcu_hw.errors import ArtifactError
+from tcu_hw.files import check_writable
 from tcu_hw.isa import Instruction, MatMul, read_program
 
 from .emulator import Emulator, Event, Stats
@@ -197,10 +198,13 @@ def read_input_csvs(model: TModel, paths, runs: int = 1) -> tuple[dict, int]:
     return raw, sats
 
 
-def check_output_paths(model: TModel, paths, flag: str) -> None:
+def check_output_paths(model: TModel, paths, flag: str, writes: bool = True) -> None:
+    """One path per output; with ``writes``, each one writable (checked before any run)."""
     if paths and len(paths) != len(model.output_names):
         raise ArtifactError(f"model {model.name!r} has {len(model.output_names)} output(s) "
                             f"({', '.join(model.output_names)}), got {len(paths)} {flag} file(s)")
+    for path in (paths or []) if writes else []:
+        check_writable(path, flag, ArtifactError)
 
 
 def write_output_csvs(model: TModel, outputs: dict, paths, raw: bool = False) -> None:

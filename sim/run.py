@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from tcu_hw.errors import ArtifactError, run_cli
+from tcu_hw.files import check_writable
 
 from .backends import SIMULATED as BACKENDS
 from .backends import SimOptions, SimulatedBackend, waveform_window
@@ -90,6 +91,9 @@ def run(args: argparse.Namespace) -> int:
     outputs = split_paths(args.outputs)
     raw_inputs, sats = read_input_csvs(model, split_paths(args.inputs))
     check_output_paths(model, outputs, "-o")
+    for path, flag in ((args.stats, "--stats"), (args.vcd, "--vcd")):
+        if path:
+            check_writable(path, flag, ArtifactError)
     window = waveform_window(args.window, args.around)
     options = SimOptions(latency=args.latency, cycles_per_vector=args.cycles_per_vector,
                          stall_probability=args.stall_probability, axi_width=args.axi_width,

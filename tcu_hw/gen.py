@@ -29,7 +29,7 @@ from pathlib import Path
 from .arch import MEM_IMPLS, PRESETS, Architecture, Options, arch_stem, resolve_arch
 from .artifacts import architecture_params_h
 from .errors import OptionsError, run_cli
-from .files import write_atomic
+from .files import write_all_atomic
 
 RULE = "-" * 70
 
@@ -150,8 +150,7 @@ def generate(args: argparse.Namespace, out=None) -> int:
              f"top_{stem}.json": json.dumps(manifest(arch, options, stem, rams), indent=2) + "\n",
              f"top_{stem}.vlt": waiver(stem)}
     _prepare_dir(target)
-    for name, content in files.items():
-        write_atomic(target / name, content)
+    write_all_atomic(target, files, OptionsError)
     rows = [("Verilog top", f"top_{stem}.v"), ("Driver parameters", "architecture_params.h"),
             ("Manifest", f"top_{stem}.json"), ("Verilator waiver", f"top_{stem}.vlt")]
     print("\n".join([RULE, "ARTIFACTS", RULE] +

@@ -86,7 +86,7 @@ def _run(args, tmp_path):
     (["-i", "y [1,2]"], "not a model input; inputs: x"),
     (["-i", "x [1,1,8]"], "gives input 'x' 3 dimensions, the model has 4"),
     (["-i", "x 1,1,8,8"], "expected 'NAME \\[d0,d1,...\\]'"),
-    (["--golden", "missing.npz"], "cannot read golden inputs"),
+    (["--golden", "missing.npz"], "cannot read the inputs"),
 ])
 def test_errors_are_one_line_and_leave_no_files(tmp_path, args, message):
     model = str(shared_path("models", DIGITS))
@@ -149,3 +149,31 @@ def test_unwritable_target_is_an_error(tmp_path):
     blocker.write_text("x")
     r = _run(["-a", "pynqz1", "-m", str(shared_path("models", DIGITS))], blocker / "sub")
     assert r.returncode == 2 and "cannot create the target directory" in r.stderr
+
+
+def test_directory_in_the_way_of_an_artifact_writes_nothing(tmp_path, capsys):
+    out = tmp_path / "out"
+    (out / "digits_cnn_opset10_onnx_pynqz1.tmodel").mkdir(parents=True)
+    assert main(["-a", "pynqz1", "-m", str(shared_path("models", DIGITS)), "-t", str(out),
+                 "-q"]) == 2
+    assert "a directory of that name is in the way" in capsys.readouterr().err
+    assert [p.name for p in out.iterdir()] == ["digits_cnn_opset10_onnx_pynqz1.tmodel"]
+
+
+def test_unsupported_and_empty_models_say_so(tmp_path, capsys):
+    m = make_model([helper.make_node("NonZero", ["x"], ["y"], name="nz")], {"x": (2, 3)},
+                   ["y"])
+    m.graph.output[0].type.tensor_type.elem_type = 7
+    custom = make_model([helper.make_node("Foo", ["x"], ["y"], name="foo",
+                                          domain="com.acme")], {"x": (2, 3)}, ["y"])
+    custom.opset_import.append(helper.make_opsetid("com.acme", 1))
+    for model, message in ((m, "node 'nz' (NonZero): operator not supported"),
+                           (custom, "node 'foo' (Foo): operator from domain 'com.acme' not "
+                                    "supported")):
+        path = tmp_path / "m.onnx"
+        path.write_bytes(model.SerializeToString())
+        assert main(["-a", "pynqz1", "-m", str(path), "-t", str(tmp_path / "o")]) == 2
+        assert message in capsys.readouterr().err
+    (tmp_path / "empty.onnx").write_bytes(b"")
+    assert main(["-a", "pynqz1", "-m", str(tmp_path / "empty.onnx")]) == 2
+    assert "empty.onnx: empty or not an ONNX model" in capsys.readouterr().err

@@ -55,3 +55,25 @@ def test_waveform_around_an_instruction(capsys, tmp_path):
     assert main(["-a", "pynqz1", "-m", str(shared_path("models", "digits_cnn_opset10.onnx")),
                  "--backend", "emulator", "--vcd", str(vcd)]) == 2
     assert "need --backend pyrtl" in capsys.readouterr().err
+
+
+def test_bad_inputs_and_options_are_refused_before_any_run(capsys, tmp_path):
+    model = str(shared_path("models", "digits_cnn_opset10.onnx"))
+    np.savez(tmp_path / "wrong.npz", y=np.zeros((1, 1, 8, 8), np.float32))
+    (tmp_path / "garbage.npz").write_bytes(b"not a zip")
+    np.save(tmp_path / "one.npy", np.zeros(3))
+    cases = [
+        (["--inputs", str(tmp_path / "wrong.npz")], "takes inputs ['x']; missing ['x']; "
+                                                     "unknown ['y']"),
+        (["--inputs", str(tmp_path / "garbage.npz")], "garbage.npz: cannot read the inputs"),
+        (["--inputs", str(tmp_path / "one.npy")], "it holds one array"),
+        (["--backend", "pyrtl", "--around", "10"], "add --vcd"),
+        (["--backend", "pyrtl", "--vcd", str(tmp_path / "no" / "w.vcd")],
+         "--vcd " + str(tmp_path / "no" / "w.vcd") + ": directory"),
+    ]
+    for extra, message in cases:
+        assert main(["-a", "pynqz1", "-m", model] + extra) == 2, extra
+        assert message in capsys.readouterr().err, extra
+    with pytest.raises(SystemExit):
+        main(["-a", "pynqz1", "-m", model, "--tolerance", "nan"])
+    assert "expected a finite number >= 0" in capsys.readouterr().err

@@ -90,3 +90,14 @@ def test_module_entry_point_speech(tmp_path):
                           "-i", "x.csv"], capture_output=True, text=True)
     assert bad.returncode == 2 and bad.stderr.startswith("error: ")
     assert "Traceback" not in bad.stderr
+
+
+def test_output_paths_are_checked_before_running(xor_model, tmp_path, capsys):
+    tmodel, inp, _ = xor_model
+    assert main(["-m", str(tmodel), "-i", str(inp), "-o", str(tmp_path / "no" / "o.csv")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    assert main(["-m", str(tmodel), "-i", str(inp), "-o", str(tmp_path / "o.csv"),
+                 "--stats", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert f"--stats {tmp_path}: is a directory" in err
+    assert not (tmp_path / "o.csv").exists()

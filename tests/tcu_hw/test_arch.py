@@ -494,3 +494,10 @@ def test_with_changes_validates_like_a_file():
     with pytest.raises(ArchitectureError, match=r"small: 2 problems:\n  - unknown key "
                                                 r"'local_dept' \(did you mean 'local_depth'"):
         preset("pynqz1").with_changes("small", local_dept=3, array_size=0)
+
+
+def test_a_key_given_twice_is_an_error(tmp_path):
+    path = tmp_path / "twice.tarch"
+    text = preset("cmoda7").to_json()
+    path.write_text(text.replace('"array_size": 4,', '"array_size": 4, "array_size": 8,'))
+    assert "key 'array_size' is given more than once" in load_error(path)

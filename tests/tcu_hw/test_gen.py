@@ -238,3 +238,11 @@ def test_help_documents_every_flag():
     for flag in ("--arch", "--axi-data-width", "--target-dir", "--summary",
                  "--sample-block-size", "--mem-impl"):
         assert flag in run.stdout
+
+
+def test_directory_in_the_way_of_an_artifact_writes_nothing(tmp_path, capsys):
+    (tmp_path / "top_cmoda7.json").mkdir()
+    assert main(["-a", "cmoda7", "-t", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "cannot write top_cmoda7.json: a directory of that name is in the way" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["top_cmoda7.json"]
