@@ -49,7 +49,10 @@ def speech_input_raw(arch):
     return numeric.decode_vectors(data, arch.dtype, arch.array_size)
 
 
-def _inputs(c, name):
+def model_inputs(c, name):
+    """Inputs (by name, in the model's layout) for one run of the compiled model ``c`` of
+    :data:`MODELS` entry ``name``: Tensil's recorded speech input, the first digits test image,
+    or seeded random values (std 0.25) for the others."""
     rng = np.random.default_rng(0)
     if name == "speech":
         lane0 = numeric.to_float(speech_input_raw(c.arch)[:, 0], c.arch.dtype)
@@ -110,7 +113,7 @@ def main() -> None:
                 f"{tensil.get('consts_vectors', 0):>7,} {f['macs'] / 1e6:>7.2f} "
                 f"{f['cycles']:>11,}")
         if args.hardware:
-            cycles = measure(c, _inputs(c, name))[0].cycles
+            cycles = measure(c, model_inputs(c, name))[0].cycles
             row["cycles"] = cycles
             row["mac_utilization"] = mac_utilization(f["macs"], cycles, c.arch)
             line += f" {cycles:>10,} {100 * row['mac_utilization']:>7.1f}%"

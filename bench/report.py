@@ -29,8 +29,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from compile_report import (MODELS, SPEECH, _inputs, measure, speech_input_raw,  # noqa: E402
-                            tensil_speech_run)
+from compile_report import (MODELS, SPEECH, measure, model_inputs,  # noqa: E402
+                            speech_input_raw, tensil_speech_run)
 
 from compiler_lite.compile import compile_model  # noqa: E402
 from compiler_lite.summary import figures, mac_utilization  # noqa: E402
@@ -49,7 +49,7 @@ def models() -> list[dict]:
         c = compile_model(path, arch, outputs=outs)
         seconds = time.perf_counter() - t
         f = figures(c)
-        res, secs_ours = measure(c, _inputs(c, name))
+        res, secs_ours = measure(c, model_inputs(c, name))
         if name == "speech":            # the same network: its true MACs serve both programs
             rows.append({"model": "speech (Tensil's program)", "arch": "speech_robot",
                          "instructions": len(load_program(SPEECH_TMODEL)),

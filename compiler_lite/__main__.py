@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 
 from tcu_hw.arch import PRESETS
+from tcu_hw.cli import boolean
 from tcu_hw.errors import run_cli
-from tcu_hw.gen import _bool
 
 from .compile import RESIZE_MODES, compile_model
 from .frontend import parse_input_shapes
@@ -34,9 +34,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="tensors to compute (comma-separated); default: the graph outputs")
     p.add_argument("-t", "--target", "--target-dir", dest="target", default=".",
                    metavar="TARGET_DIR", help="where to write the artifacts (default .)")
-    p.add_argument("-s", "--summary", nargs="?", const=True, default=False, type=_bool,
+    p.add_argument("-s", "--summary", nargs="?", const=True, default=False, type=boolean,
                    metavar="true|false", help="print the COMPILER SUMMARY")
-    p.add_argument("--layers-summary", nargs="?", const=True, default=False, type=_bool,
+    p.add_argument("--layers-summary", nargs="?", const=True, default=False, type=boolean,
                    metavar="true|false", help="print a table of the layers")
     p.add_argument("--strategy", choices=STRATEGIES, default="local-vars",
                    help="memory strategy (default local-vars: activations stay in local "

@@ -17,14 +17,14 @@ from tcu_hw import numeric
 from tcu_hw.arch import Architecture, resolve_arch
 from tcu_hw.artifacts import (ConstsEntry, ProgEntry, TensorEntry, TensorLayout, TModel,
                               io_layout_json, model_name)
+from tcu_hw.asm import listing
 from tcu_hw.errors import CompileError
 from tcu_hw.files import write_all_atomic
 
 from .emit import Emitter, LayerStats
 from .frontend import Graph, load_graph
-from .lower import Lowering
+from .lower import Lowering, check_graph
 from .plan import STRATEGIES, MemoryPlan, Planner
-from .registry import check_graph
 
 RESIZE_MODES = ("onnx", "tensil")
 
@@ -66,7 +66,6 @@ class Compiled:
     def consts_bytes(self) -> bytes:
         return numeric.encode_vectors(self.consts, self.arch.dtype)
 
-
     def files(self, asm: bool = False) -> dict[str, bytes]:
         """File name → contents of every artifact."""
         out = {f"{self.name}.tprog": self.program_bytes(),
@@ -82,7 +81,6 @@ class Compiled:
     def assembly(self) -> str:
         """The listing, with a comment line at the start of each layer (its program-counter
         range and nodes: what ``sim.run --window`` needs to look at one layer)."""
-        from tcu_hw.asm import listing
         lines = list(listing(self.program, self.arch.layout))
         out, pc = [], 0
         for k, s in enumerate(self.layers):

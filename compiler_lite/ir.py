@@ -44,9 +44,9 @@ class Buffer:
 
     ``zero``: vectors the producer must leave zero (frame margins that consumers read as
     padding), or None. ``row``: vectors per row, the unit the planner partitions by.
-    ``dirty_lanes``: lanes that may hold non-zero values outside the tensor (e.g. after an
-    op with f(0) ≠ 0); clean lanes let a weight tile skip its zero rows. ``home``: where the
-    planner put it: ("dram0"|"dram1"|"local", vector address).
+    ``dirty``: lanes outside the tensor may hold non-zero values (e.g. after an op with
+    f(0) ≠ 0); in a clean buffer they are zero, which lets a weight tile skip its zero rows.
+    ``home``: where the planner put it: ("dram0"|"dram1"|"local", vector address).
     """
 
     name: str
@@ -70,10 +70,6 @@ class Buffer:
         np.maximum.at(ext, v, lane + 1)
         self.extent = ext
 
-    @property
-    def stop(self) -> int:
-        return self.start + self.vectors
-
     def __repr__(self) -> str:
         return f"Buffer({self.name!r}, {self.vectors} vectors @{self.start})"
 
@@ -81,10 +77,10 @@ class Buffer:
 class Space:
     """The virtual vector space: allocates buffers and finds the owner of a vector."""
 
-    def __init__(self, n: int) -> None:
+    def __init__(self, n: int, start: int = 0) -> None:
         self.n = n
         self.buffers: list[Buffer] = []
-        self._next = 0
+        self._next = start                  # the next buffer's first vector
 
     def new(self, name: str, vectors: int, **kw) -> Buffer:
         b = Buffer(name, int(vectors), self._next, **kw)
@@ -195,12 +191,6 @@ class Frame:
             r0 = self.M + k * (self.rows + self.M)
             m[r0:r0 + self.rows, :self.cols] = False
         return np.repeat(m.reshape(-1), self.Cb)
-
-    def logical_mask(self, C: int, n: int) -> np.ndarray:
-        """True for vectors that hold channels of an image pixel."""
-        used = np.zeros(self.Cb, dtype=bool)
-        used[:ceil_div(C, n)] = True
-        return ~self.zero_mask() & np.tile(used, self.vectors // self.Cb)
 
 
 def frame_layout(space: Space, name: str, shape, frame: Frame, n: int, zero: bool,

@@ -2,8 +2,8 @@
 
 A :class:`Layer` computes one buffer. Its first step produces vectors in the accumulators
 (:class:`Linear`: MatMuls through weight tiles; :class:`Load`: local → accumulator moves);
-the following steps work in place on them (:class:`Simd` passes, :class:`AccAdd` of another
-buffer, a further accumulating :class:`Linear`), or reduce windows into a new buffer
+the following steps work in place on them (:class:`Simd` passes, an accumulating :class:`Load`
+of another buffer, a further accumulating :class:`Linear`), or reduce windows into a new buffer
 (:class:`Reduce`, e.g. max pooling); :class:`Zero` clears frame margins last. The planner cuts
 a layer into partitions of its final buffer and emits each step for each partition.
 
@@ -94,6 +94,13 @@ class LinearBuilder:
         t = self.tiles.add(tile)
         self._parts.append((t, len(self._parts), o, x, care))
 
+    def covered(self) -> np.ndarray:
+        """Per vector of ``out``: whether a term added so far writes it."""
+        mask = np.zeros(self.out.vectors, dtype=bool)
+        for _, _, o, _, _ in self._parts:
+            mask[o] = True
+        return mask
+
     def build(self, accumulate: bool = False, scale: np.ndarray | None = None,
               offset: np.ndarray | None = None) -> Linear:
         """Order the terms and fix their flags. ``scale``/``offset`` (out.vectors × n) fold
@@ -160,7 +167,7 @@ class Load:
 
 
 @dataclass(frozen=True)
-class SimdOp:
+class SimdStep:
     """One SIMD instruction per vector: ``op(left, right)``; sources/dest as in TCU.md §4.4
     (source 0 = the input vector). ``read``/``write`` say which accumulator vector is read
     and written: None, "self" (the pass's vector) or "aux" (its paired vector)."""
@@ -178,17 +185,19 @@ class SimdOp:
 class Simd:
     """A pass over vectors ``o`` of ``buf``: ``setup`` once per partition (register loads:
     ("zero", r) or ("const", r, key) with ``consts[key]`` a float vector put in the
-    accumulators), then ``body`` for each vector in order. ``aux`` pairs each vector with a
-    vector of ``aux_buf``, another accumulator buffer (a temporary, or an operand loaded by
-    an earlier step)."""
+    accumulators; table loads: ("lut", key) with ``luts[key]`` the tables), then ``body`` for
+    each vector in order. ``aux`` pairs each vector with a vector of ``aux_buf``, another
+    accumulator buffer (a temporary, or an operand loaded by an earlier step)."""
 
     buf: Buffer
     o: np.ndarray
     setup: list
-    body: list[SimdOp]
+    body: list[SimdStep]
     aux: np.ndarray | None = None
     aux_buf: Buffer | None = None
     consts: dict = field(default_factory=dict)      # key → float vector (n,)
+    luts: dict = field(default_factory=dict)        # key → lookup tables (float arrays)
+    is_relu: bool = False                           # a ReLU (a max pooling can absorb it)
 
 
 @dataclass(eq=False)
@@ -201,7 +210,7 @@ class Reduce:
     indptr: np.ndarray          # CSR over out vectors 0..out.vectors-1
     indices: np.ndarray         # src vector indices
     relu: bool = False
-    op: int = 15                # SimdOp.MAX
+    op: int = 15                # tcu_hw.isa.SimdOp.MAX
 
 
 @dataclass(eq=False)
@@ -220,21 +229,5 @@ class Layer:
     nodes: list[str]
     steps: list
     out: Buffer
-    luts: list = field(default_factory=list)        # [(table, float values)] loaded first
     macs: int = 0
     fold: tuple | None = None                       # (scale, offset) for the producer
-
-    @property
-    def producer(self):
-        return self.steps[0]
-
-    def buffers_in_acc(self) -> list[Buffer]:
-        """Buffers that live in the accumulators during the layer, in order."""
-        out = []
-        for s in self.steps:
-            b = getattr(s, "out", None) or getattr(s, "buf", None)
-            if b is not None and b not in out:
-                out.append(b)
-            if isinstance(s, Simd) and s.aux_buf is not None and s.aux_buf not in out:
-                out.append(s.aux_buf)
-        return out

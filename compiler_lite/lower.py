@@ -7,9 +7,11 @@ layer's buffer (ReLU after a convolution, a residual add, max pooling), and othe
 layer that first loads its input into the accumulators. A per-channel affine map right after a
 linear producer (BatchNormalization, Mul/Add/Sub/Div by constants) is folded into its weights.
 
-Before lowering, :func:`frame_requirements` finds which tensors are read with zero padding,
-and every spatial buffer of the same shape gets the same frame (:class:`~.ir.Frame`), so that
-padded convolutions read zero vectors and run as one instruction per tile.
+:func:`check_graph` first checks every node against the operators :mod:`compiler_lite.ops`
+registers (:mod:`compiler_lite.registry`). Before lowering, :func:`frame_requirements` finds
+which tensors are read with zero padding, and every spatial buffer of the same shape gets the
+same frame (:class:`~.ir.Frame`), so that padded convolutions read zero vectors and run as one
+instruction per tile.
 """
 
 from __future__ import annotations
@@ -19,11 +21,14 @@ from collections import Counter
 import numpy as np
 
 from tcu_hw.errors import CompileError
+from tcu_hw.isa import SimdOp as Op
 
+from . import ops  # noqa: F401 - registers the operators
 from .frontend import Graph, Node
+from .geometry import spatial, window_attrs
 from .ir import (Buffer, Frame, Space, Tensor, Zeros, ceil_div, flat_layout, frame_layout,
                  io_order, next_pow2)
-from .kernels import Layer, LinearBuilder, Load, Reduce, Simd, Zero
+from .kernels import Layer, LinearBuilder, Load, Reduce, Simd, SimdStep, Zero
 from .registry import OPS
 
 #: Ops whose output has the input's shape and layout, element by element (frame
@@ -34,50 +39,7 @@ ELEMENTWISE = {"Relu", "LeakyRelu", "Clip", "PRelu", "BatchNormalization", "Add"
                "Sqrt", "Reciprocal", "Log", "Erf", "Gelu", "Mish", "ThresholdedRelu"}
 
 
-# ------------------------------------------------------------------------------- geometry
-
-def spatial(shape) -> tuple[int, int] | None:
-    """(S0, S1) of a [N, C, S...] tensor with 1 or 2 spatial axes (1-D as one row)."""
-    if len(shape) == 3:
-        return 1, int(shape[2])
-    if len(shape) == 4:
-        return int(shape[2]), int(shape[3])
-    return None
-
-
-def conv_pads(node: Node, in_shape, kernel, strides, dilations) -> list[int]:
-    """Explicit pads [b0, b1, ..., e0, e1, ...] after resolving ``auto_pad``."""
-    dims = len(kernel)
-    auto = node.attr("auto_pad", "NOTSET")
-    if auto in ("NOTSET", "", None):
-        pads = list(node.attr("pads", [0] * 2 * dims))
-        return pads if pads else [0] * 2 * dims
-    if auto == "VALID":
-        return [0] * 2 * dims
-    begin, end = [], []
-    for k in range(dims):
-        size = in_shape[2 + k]
-        out = ceil_div(size, strides[k])
-        total = max(0, (out - 1) * strides[k] + (kernel[k] - 1) * dilations[k] + 1 - size)
-        small, big = total // 2, total - total // 2
-        b, e = (small, big) if auto == "SAME_UPPER" else (big, small)
-        begin.append(b)
-        end.append(e)
-    return begin + end
-
-
-def window_attrs(node: Node, in_shape, kernel=None):
-    """(kernel, strides, dilations, pads [t, b, l, r] on (S0, S1)) of a Conv/Pool node on a
-    1-D or 2-D input."""
-    dims = len(in_shape) - 2
-    kernel = list(kernel if kernel is not None else node.attr("kernel_shape"))
-    strides = list(node.attr("strides", [1] * dims) or [1] * dims)
-    dil = list(node.attr("dilations", [1] * dims) or [1] * dims)
-    pads = conv_pads(node, in_shape, kernel, strides, dil)
-    if dims == 1:                       # a 1-D signal is one row: its axis is S1
-        return ([1, kernel[0]], [1, strides[0]], [1, dil[0]], [0, 0, pads[0], pads[1]])
-    return kernel, strides, dil, [pads[0], pads[2], pads[1], pads[3]]
-
+# --------------------------------------------------------------------------------- frames
 
 def frame_requirements(g: Graph) -> dict[str, tuple[int, int, int, int]]:
     """Zero padding (top, bottom, left, right) that readers of each tensor need, passed back
@@ -125,6 +87,39 @@ def frames_by_shape(g: Graph, req) -> dict[tuple, tuple[int, int]]:
         m = max(m0, pt, pb, 1 if z else 0)
         out[key] = (z, m)
     return out
+
+
+# --------------------------------------------------------------------------------- checks
+
+def check_graph(g: Graph, arch) -> None:
+    """Raise one :class:`CompileError` listing every node the compiler cannot lower."""
+    problems = []
+    for node in g.nodes:
+        spec = OPS.get(node.op) if node.domain in ("", "ai.onnx") else None
+        if spec is None:
+            where = f" from domain '{node.domain}'" if node.domain not in ("", "ai.onnx") else ""
+            problems.append(f"{node.label}: operator{where} not supported")
+            continue
+        dynamic = [o for o in node.outputs if o and o not in g.shapes]
+        if dynamic:
+            problems.append(f"{node.label}: the shape of its output '{dynamic[0]}' is not "
+                            f"static after shape inference")
+            continue
+        if spec.needs_lut and arch.lut_count < 1:
+            hint = ""
+            if any(o in g.outputs for o in node.outputs) and node.inputs:
+                hint = f"; or stop before it with -o '{node.inputs[0]}'"
+            problems.append(f"{node.label}: needs lookup tables: the architecture must have "
+                            f"lut_count ≥ 1 and lut_depth ≥ 2 (it has lut_count "
+                            f"{arch.lut_count}){hint}")
+            continue
+        reasons = spec.check(node, g, arch) if spec.check else []
+        problems.extend(f"{node.label}: {r}" for r in reasons)
+    if problems:
+        supported = ", ".join(sorted(OPS))
+        raise CompileError(f"{g.source}: {len(problems)} node(s) cannot be compiled:\n  "
+                           + "\n  ".join(problems)
+                           + f"\nsupported operators: {supported}")
 
 
 # ------------------------------------------------------------------------------- lowering
@@ -434,11 +429,8 @@ class Lowering:
         self.set(out_name, Tensor(t.idx, out_name))
 
     def relu_pass(self, layer: Layer, t: Tensor) -> Simd:
-        from tcu_hw.isa import SimdOp as Op
-        from .kernels import SimdOp
         vecs = self.vectors_in(t, layer.out)
-        step = Simd(layer.out, vecs, [("zero", 1)], [SimdOp(Op.MAX, 0, 1, 0)])
-        step.is_relu = True
+        step = Simd(layer.out, vecs, [("zero", 1)], [SimdStep(Op.MAX, 0, 1, 0)], is_relu=True)
         layer.steps.append(step)
         return step
 
@@ -500,8 +492,7 @@ class Lowering:
         bufs = self.buffers_of(t)
         if len(bufs) == 1 and bufs[0].role == "temp" and not bufs[0].dirty:
             b = bufs[0]
-            probe = Space(self.n)
-            probe._next = b.start
+            probe = Space(self.n, start=b.start)
             pb, pt = flat_layout(probe, name, t.shape, order, self.n)
             if pb.vectors == b.vectors and np.array_equal(pt.idx, t.idx):
                 b.role = "output"

@@ -19,6 +19,7 @@ import numpy as np
 
 from tcu_hw import numeric
 from tcu_hw.errors import CompileError
+from tcu_hw.isa import lut_vectors
 
 from .ir import Buffer, Space
 from .kernels import Layer, Linear, Load, Simd
@@ -57,12 +58,12 @@ class TileRef:
 class LayerConsts:
     base: int = 0                                   # image offset of the layer's block
     simd: dict = field(default_factory=dict)        # const key → offset in the block
-    simd_count: int = 0
+    simd_count: int = 0                             # SIMD constant vectors (one per key)
     lut: dict = field(default_factory=dict)         # table key → (offset, tables, vectors each)
-    lut_count: int = 0                              # vectors of lookup tables after the consts
+    lut_vectors: int = 0                            # vectors of lookup tables after the consts
     tiles: list = field(default_factory=list)       # per Linear step: [TileRef per tile]
     tile_base: int = 0
-    tile_count: int = 0
+    tile_vectors: int = 0                           # vectors of weight tiles from tile_base
     saturated: int = 0
 
 
@@ -131,10 +132,10 @@ class Planner:
                 vecs.append(np.asarray(v, dtype=np.float64).reshape(1, n))
                 at += 1
             lc.simd_count = len(simd_vals)
-            per = -(-self.arch.lut_depth // n) if self.arch.lut_depth else 0
+            per = lut_vectors(self.arch.lut_depth, n)
             for s in layer.steps:
                 if isinstance(s, Simd):
-                    for k, tables in getattr(s, "luts", {}).items():
+                    for k, tables in s.luts.items():
                         if k in lc.lut:
                             continue
                         lc.lut[k] = (at - lc.base, len(tables), per)
@@ -143,7 +144,7 @@ class Planner:
                             block[:len(table)] = table
                             vecs.append(block.reshape(per, n))
                             at += per
-                            lc.lut_count += per
+                            lc.lut_vectors += per
             lc.tile_base = at
             for s in layer.steps:
                 refs = []
@@ -156,7 +157,7 @@ class Planner:
                         vecs.append(tile[:rows + 1])
                         at += rows + 1
                 lc.tiles.append(refs)
-            lc.tile_count = at - lc.tile_base
+            lc.tile_vectors = at - lc.tile_base
             for x in sources_of(layer):
                 if not len(x):
                     continue
@@ -212,8 +213,6 @@ class Planner:
                     f"{len(image)} vectors of local memory, the architecture has "
                     f"{A.local_depth - 1} usable (local_depth {A.local_depth} minus the "
                     f"flush-probe vector); use local-isolated or local-vars")
-            if len(image) > A.local_depth:
-                pass
         elif len(image) > A.dram1_depth:
             raise CompileError(f"{self.source}: the constants need {len(image)} vectors of "
                                f"DRAM1, the architecture has dram1_depth {A.dram1_depth}")
@@ -267,12 +266,13 @@ class Planner:
 
     @staticmethod
     def _alloc(free: list, size: int, top: int) -> int:
+        """First fit of ``size`` vectors in the DRAM0 free list, else at ``top``."""
         free.sort()
         for k, (s, sz) in enumerate(free):
             if sz >= size:
                 free[k] = (s + size, sz - size)
                 return s
-        # merge adjacent free blocks at the top
+        # no free block is large enough: allocate at the top
         return top
 
     def _local_slot(self, b: Buffer, li: int, last: int, residents, base: int,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tcu_hw.isa import SIMD, DataMove, DataMoveKind, LoadLUT, LoadWeights, MatMul
+from tcu_hw.isa import SIMD, DataMove, DataMoveKind, LoadLUT, LoadWeights, MatMul, lut_vectors
 
 RULE = "-" * 94
 
@@ -25,7 +25,7 @@ DRAM_KINDS = {DataMoveKind.DRAM0_TO_LOCAL, DataMoveKind.LOCAL_TO_DRAM0,
 def estimate(instrs, arch) -> tuple[int, int]:
     """(compute-unit cycles, DRAM-unit cycles) of a run of instructions."""
     compute = dram = 0
-    lut = -(-arch.lut_depth // arch.array_size) if arch.lut_depth else 0
+    lut = lut_vectors(arch.lut_depth, arch.array_size)
     for ins in instrs:
         if isinstance(ins, (MatMul, LoadWeights)):
             compute += ins.size + 1

@@ -1,10 +1,14 @@
 """Generate ``docs/blocks/*.md``: a page per hardware block, from the code itself.
 
 Each page has the block's summary and behaviour (its module docstring), how to build it
-(constructor and parameters), its ports (found on an instance: name, wire, direction, width)
-and a timing diagram simulated from a short stimulus, so the pages cannot drift from the
-blocks. Blocks that only make sense inside the core (decoder, compute unit, DRAM engine) get
-their diagram from a small program on :class:`sim.pyrtl_backend.PyrtlCore` with probes.
+(constructor, parameters and the class docstring), its ports (found on an instance with
+:func:`tcu_hw.blocks.stream.ports`: streams and interfaces, then every wire with its
+direction and width) and a timing diagram simulated from a short stimulus, so the pages
+cannot drift from the blocks. Stimuli drive a block's sink streams from test-bench source
+streams joined with :func:`~tcu_hw.blocks.stream.connect`, and diagram rows name ports by
+their attribute path (``input.valid``), so a renamed port fails here instead of going stale.
+Blocks that only make sense inside the core (decoder, compute unit, DRAM engine) get their
+diagram from a small program on :class:`sim.pyrtl_backend.PyrtlCore` with probes.
 
     python docs/make_blocks.py            # rewrite docs/blocks/
     python docs/make_blocks.py --check    # exit 1 if a page is out of date (tests use this)
@@ -15,9 +19,12 @@ from __future__ import annotations
 import argparse
 import importlib
 import inspect
+import re
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Callable
 
 import numpy as np
 import pyrtl
@@ -26,6 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tcu_hw.arch import preset  # noqa: E402
+from tcu_hw.blocks import stream as st  # noqa: E402
 from tcu_hw.blocks.lanes import to_int  # noqa: E402
 from tcu_hw.numeric import data_type  # noqa: E402
 
@@ -34,202 +42,430 @@ DT = data_type("FP16BP8")
 HIGH, LOW = "‾", "_"
 
 
-# ------------------------------------------------------------------------------ rendering
+# ------------------------------------------------------------------ docstrings → Markdown
+
+_ROLE = re.compile(r":(?:class|func|meth|mod|data|attr|exc|obj):`(~?)([^`]+)`")
+# a Google-style entry: "name: ...", "a, b: ...", "name (width): ...", "Status outputs (...):"
+_ENTRY = re.compile(r"[A-Za-z_][\w.\[\]]*\s*[(:,/]|[A-Z]\w*\s+\w+\s*[(:]")
+_NAMES = re.compile(r"[\w.\[\]]+(?:, [\w.\[\]]+)*")
+_PARAGRAPH = re.compile(r"(Args|Ports|Outputs|Status outputs|Attributes|Latency)\b[^:]*:")
+
+
+def inline(text: str) -> str:
+    """reStructuredText roles and ````literals```` as Markdown code spans
+    (``:class:`~a.b.C``` → ```C```)."""
+    text = _ROLE.sub(lambda m: "`" + (m[2].rsplit(".", 1)[-1] if m[1] else m[2]) + "`", text)
+    return re.sub(r"``([^`]+?)``", r"`\1`", text)
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
+
+
+def _entry(text: str) -> str:
+    """A list item; a leading name list (``a, b: ...``) becomes code."""
+    head, sep, rest = text.partition(": ")
+    if sep and _NAMES.fullmatch(head) and not head[0].isupper():
+        text = ", ".join(f"`{h}`" for h in head.split(", ")) + ": " + rest
+    return "- " + text
+
+
+def markdown(doc: str) -> str:
+    """A (dedented) docstring as Markdown: literal blocks (``::``) fenced, Google-style
+    sections (``Args:`` and an indented block) as lists, roles and literals as code spans."""
+    lines, out, fenced = doc.splitlines(), [], []
+    i = 0
+    while i < len(lines):
+        line = lines[i].rstrip()
+        nxt = lines[i + 1] if i + 1 < len(lines) else ""
+        if line.endswith("::"):
+            text = line[:-2].rstrip()
+            if text:
+                out.append(text if line.endswith(" ::") else text + ":")
+            i += 1
+            block = []
+            while i < len(lines) and (not lines[i].strip() or _indent(lines[i]) > _indent(line)):
+                block.append(lines[i].rstrip())
+                i += 1
+            body = "\n".join(block).strip("\n").split("\n")
+            cut = min((_indent(b) for b in body if b), default=0)
+            fenced.append(len(out) + 1)
+            out += ["", "```", *[b[cut:] for b in body], "```", ""]
+            continue
+        if (_indent(line) == 0 and line.endswith(":") and not line.startswith("- ")
+                and nxt.strip() and _indent(nxt) > 0):
+            out += [line, ""]
+            i += 1
+            base = _indent(lines[i])
+            items: list[str] = []
+            while i < len(lines) and lines[i].strip() and _indent(lines[i]) >= base:
+                text = lines[i].strip()
+                if not items or (_indent(lines[i]) == base and _ENTRY.match(text)):
+                    items.append(text)
+                else:
+                    items[-1] += " " + text
+                i += 1
+            out += [_entry(t) for t in items] + [""]
+            continue
+        if _PARAGRAPH.match(line) and out and out[-1]:
+            out.append("")                      # "Latency: ..." starts a paragraph
+        out.append(line)
+        i += 1
+    # roles and literals outside the fenced blocks
+    result, k = [], 0
+    for start in fenced:
+        end = out.index("```", start + 1)
+        result += inline("\n".join(out[k:start])).split("\n") + out[start:end + 1]
+        k = end + 1
+    result += inline("\n".join(out[k:])).split("\n")
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(result)).strip()
+
+
+# ------------------------------------------------------------------------------ ports
+
+def interfaces(instance) -> list[tuple[str, object, list[str]]]:
+    """(path, stream or interface, other paths to it) of every Stream and Interface an
+    instance exposes, each once, under its shortest path."""
+    found: dict[int, tuple[object, list[str]]] = {}
+
+    def walk(value, path):
+        if isinstance(value, st.Stream | st.Interface):
+            found.setdefault(id(value), (value, []))[1].append(path)
+        elif isinstance(value, (list, tuple)):
+            for k, v in enumerate(value):
+                walk(v, f"{path}[{k}]")
+        elif isinstance(value, SimpleNamespace):
+            for k, v in vars(value).items():
+                if not k.startswith("_"):
+                    walk(v, f"{path}.{k}")
+
+    for attr, value in vars(instance).items():
+        if not attr.startswith("_"):
+            walk(value, attr)
+    out = []
+    for obj, paths in found.values():
+        paths = sorted(paths, key=len)
+        out.append((paths[0], obj, paths[1:]))
+    return out
+
+
+def members(interface: st.Interface) -> list[tuple[str, object]]:
+    """The public streams and signals of an interface, in declaration order."""
+    return [(k, v if isinstance(v, st.Stream) else v[0])
+            for k, v in interface.members().items()]
+
+
+def port_rows(instance, block: pyrtl.Block) -> list[tuple[str, str, str, int]]:
+    """(attribute path, wire name, direction, bits) of every port wire of an unconnected
+    instance, each wire once (under its shortest path); a plain attribute is an output when
+    the block drives it."""
+    best: dict[int, tuple] = {}
+    for path, wire, kind in st.ports(instance, block):
+        row = (path, wire.name, kind, wire.bitwidth)
+        if id(wire) not in best or len(path) < len(best[id(wire)][0]):
+            best[id(wire)] = row
+    return list(best.values())
+
+
+def _fields(s: st.Stream) -> str:
+    return ", ".join(f"`{k}` ({w})" for k, w in s.fields.widths.items() if w)
+
+
+def _stream_role(s: st.Stream) -> str:
+    if not s.always_ready:
+        return s.role
+    return f"{s.role}, always ready" + (" (cannot wait)" if s.role == st.SOURCE else "")
+
+
+def streams_list(instance) -> list[str]:
+    """One line per stream or interface: role, payload fields, wire prefix."""
+    lines = []
+    for path, obj, aliases in interfaces(instance):
+        also = f" (also {', '.join(f'`{a}`' for a in aliases)})" if aliases else ""
+        if isinstance(obj, st.Stream):
+            text = f"{_stream_role(obj)}: {_fields(obj)}"
+        else:
+            driven = {id(w): d for m, w, d in obj.wires()}
+            parts = []
+            for name, m in members(obj):
+                if isinstance(m, st.Stream):
+                    parts.append(f"`{name}` {_stream_role(m)} of {_fields(m)}")
+                else:
+                    way = "output" if driven[id(m)] else "input"
+                    parts.append(f"`{name}` {way} ({m.bitwidth})")
+            text = f"`{type(obj).__name__}`, {obj.side} side: " + "; ".join(parts)
+        lines.append(f"- `{path}`{also}: {text}; wires `{obj.name}_*`")
+    return lines
+
+
+def ports_section(instance, block: pyrtl.Block) -> list[str]:
+    streams = streams_list(instance)
+    intro = ("Plain inputs are WireVectors to drive with `<<=`; every output is a named wire. "
+             "Widths for the example parameters above.")
+    if not streams:
+        return [intro, "", *ports_table(instance, block)]
+    return ["Handshaking ports are streams (`valid`, `ready` and one wire per payload field; "
+            "a transfer in each cycle where both are high) and interfaces (named groups of "
+            "streams and signals). `connect(source, sink)` joins a stream to its peer, or an "
+            "interface to its twin, and checks directions and widths; a sink can also be "
+            "driven with `stream.drive(valid, **fields)`. An always-ready sink has no `ready` "
+            "wire (it takes a transfer in every cycle); an always-ready source cannot wait, so "
+            "it connects only to an always-ready sink. " + intro, "",
+            "Streams and interfaces:", "", *streams, "", *ports_table(instance, block)]
+
+
+def ports_table(instance, block: pyrtl.Block) -> list[str]:
+    out = ["| port | wire | direction | bits |", "|---|---|---|---|"]
+    out += [f"| `{a}` | `{w}` | {d} | {b} |" for a, w, d, b in port_rows(instance, block)]
+    return out
+
+
+# ------------------------------------------------------------------------- simulation
+
+def _safe(path: str) -> str:
+    return re.sub(r"\W+", "_", path).strip("_")
+
+
+def bench(instance, block: pyrtl.Block) -> dict[str, pyrtl.Input]:
+    """Drive every input of ``instance`` from a PyRTL Input, keyed by attribute path
+    (``input.valid``, ``input.data``, ``r_addr``): each sink stream from a test-bench source
+    stream (``drive`` + ``connect``), each source stream into a test-bench sink whose
+    ``ready`` is an input, and every undriven plain wire directly."""
+    driven = {w for net in block.logic for w in net.dests}
+    inputs: dict[str, pyrtl.Input] = {}
+    done: set[int] = set()
+
+    def new(path: str, width: int) -> pyrtl.Input:
+        inputs[path] = pyrtl.Input(width, f"stim_{_safe(path)}")
+        return inputs[path]
+
+    def stream(path: str, s: st.Stream) -> None:
+        done.update(id(w) for _, w, _ in s.wires())
+        if s.role == st.SINK:
+            src = s.peer(f"tb_{_safe(path)}")
+            src.drive(new(f"{path}.valid", 1), **{k: new(f"{path}.{k}", w)
+                                                  for k, w in s.fields.widths.items() if w})
+            st.connect(src, s)
+        else:
+            sink = s.peer(f"tb_{_safe(path)}")
+            st.connect(s, sink)
+            if not s.always_ready:
+                sink.ready <<= new(f"{path}.ready", 1)
+
+    for path, obj, _ in interfaces(instance):
+        if isinstance(obj, st.Stream):
+            stream(path, obj)
+            continue
+        for name, m in members(obj):
+            if isinstance(m, st.Stream):
+                stream(f"{path}.{name}", m)
+    for path, wire, kind in st.ports(instance):
+        if id(wire) in done or isinstance(wire, pyrtl.Const):
+            continue
+        done.add(id(wire))
+        if kind == "input":
+            wire <<= new(path, wire.bitwidth)
+    return inputs
+
+
+def traced(block: pyrtl.Block) -> list:
+    return [w for w in block.wirevector_set
+            if not w.name.startswith(("tmp", "const")) and not isinstance(w, pyrtl.Const)]
+
+
+@dataclass
+class Run:
+    instance: object
+    block: pyrtl.Block
+    trace: dict
+
+
+def simulate(make: Callable, steps, cycles: int | None = None) -> Run:
+    """Build ``make()`` in a new block, drive its inputs (:func:`bench`) and simulate.
+    ``steps``: a list of {attribute path: value} per cycle (missing inputs are 0), or a
+    function ``(cycle, peek) -> dict`` where ``peek(path)`` reads a port in the previous
+    cycle (for stimuli that wait for ``ready``)."""
+    block = pyrtl.Block()
+    with pyrtl.set_working_block(block):
+        instance = make()
+        inputs = bench(instance, block)
+        trace = pyrtl.SimulationTrace(wires_to_track=traced(block))
+        sim = pyrtl.Simulation(tracer=trace, block=block)
+        wires = {p: w for p, w, _ in st.ports(instance)}
+
+        def peek(path: str) -> int:
+            return sim.inspect(wires[path].name)
+
+        for k in range(len(steps) if cycles is None else cycles):
+            step = steps(k, peek) if callable(steps) else steps[k]
+            unknown = set(step) - set(inputs)
+            if unknown:
+                raise KeyError(f"{type(instance).__name__}: no input {sorted(unknown)}; "
+                               f"inputs are {sorted(inputs)}")
+            sim.step({i.name: step.get(p, 0) for p, i in inputs.items()})
+    return Run(instance, block, trace.trace)
+
+
+def internal(block: pyrtl.Block, name: str) -> pyrtl.WireVector:
+    """A named internal signal of a block (not a port), for a diagram row."""
+    wire = block.get_wirevector_by_name(name)
+    if wire is None:
+        raise KeyError(f"no signal {name!r} in the design (renamed?)")
+    return wire
+
+
+def rows_of(instance, specs: list) -> list[tuple[str, str, str]]:
+    """Diagram rows (label, wire name, kind) from specs: a port path (``"input.valid"``),
+    (path, kind) or (label, port path or wire, kind); kind defaults to "bit" for 1-bit
+    wires, else "int"."""
+    wires = {p: w for p, w, _ in st.ports(instance)}
+    rows = []
+    for spec in specs:
+        if isinstance(spec, str):
+            spec = (spec, spec, None)
+        elif len(spec) == 2:
+            spec = (spec[0], *spec)
+        label, ref, kind = spec
+        if isinstance(ref, str):
+            if ref not in wires:
+                raise KeyError(f"{type(instance).__name__} has no port {ref!r}")
+            ref = wires[ref]
+        rows.append((label, ref.name, kind or ("bit" if ref.bitwidth == 1 else "int")))
+    return rows
+
 
 def diagram(trace: dict, rows: list[tuple], cycles: int, first: int = 0) -> str:
     """A text timing diagram: one line per signal, one 5-character column per cycle.
-    ``rows``: (label, signal name, kind) with kind "bit", "int", "hex" or "lane0"."""
+    ``rows``: (label, signal name, kind) with kind "bit", "int", "hex", "byte0" (the low
+    byte), "low32" (the low 32 bits) or "lane0" (lane 0 of a vector, signed)."""
     width = 5
     label_w = max(len(r[0]) for r in rows) + 2
     head = "cycle".ljust(label_w) + "".join(str(first + c).rjust(width - 1).ljust(width)
                                             for c in range(cycles))
     lines = [head]
     for label, name, kind in rows:
-        values = list(trace[name])[:cycles]
+        if name not in trace:
+            raise KeyError(f"{name!r} is not traced")
         cells = []
-        for v in values:
+        for v in list(trace[name])[:cycles]:
             v = int(v)
             if kind == "bit":
                 cells.append((HIGH if v else LOW) * width)
-            else:
-                if kind == "lane0":
-                    v &= (1 << DT.width) - 1
-                    v = v - (1 << DT.width) if v >> (DT.width - 1) else v
-                text = "." if v == 0 and kind != "lane0" else (hex(v)[2:] if kind == "hex"
-                                                               else str(v))
-                cells.append(text[-(width - 1):].rjust(width - 1) + " ")
+                continue
+            if kind == "lane0":
+                v &= (1 << DT.width) - 1
+                v = v - (1 << DT.width) if v >> (DT.width - 1) else v
+            elif kind in ("byte0", "low32"):
+                v &= 0xFF if kind == "byte0" else 0xFFFFFFFF
+            text = "." if v == 0 and kind != "lane0" else (hex(v)[2:] if kind == "hex"
+                                                           else str(v))
+            cells.append(text[-(width - 1):].rjust(width - 1) + " ")
         lines.append(label.ljust(label_w) + "".join(cells))
     return "\n".join(lines)
-
-
-def ports(instance, block: pyrtl.Block, prefix: str = "") -> list[tuple]:
-    """(attribute, wire name, direction, width) of the WireVectors an instance exposes."""
-    driven = {net.dests[0] for net in block.logic if net.dests}
-    out = []
-    for attr, value in sorted(vars(instance).items()):
-        if attr.startswith("_"):
-            continue
-        if isinstance(value, SimpleNamespace):
-            out += ports(value, block, f"{prefix}{attr}.")
-        elif isinstance(value, pyrtl.WireVector) and not isinstance(value, pyrtl.Const):
-            kind = "state" if isinstance(value, pyrtl.Register) else \
-                ("output" if value in driven else "input")
-            out.append((prefix + attr, value.name, kind, value.bitwidth))
-    return out
-
-
-def ports_table(rows: list[tuple]) -> str:
-    lines = ["| port | wire | direction | bits |", "|---|---|---|---|"]
-    lines += [f"| `{a}` | `{w}` | {d} | {b} |" for a, w, d, b in rows]
-    return "\n".join(lines)
-
-
-def simulate(build, steps: list[dict], track: list[str]) -> dict:
-    """Build a design (``build()`` returns {port: wire} inputs to drive), run ``steps`` (one
-    dict of input values per cycle) and return the traces of ``track``."""
-    block = pyrtl.Block()
-    with pyrtl.set_working_block(block):
-        inputs = build()
-        names = {}
-        for port, wire in inputs.items():
-            i = pyrtl.Input(wire.bitwidth, f"tb_{port}")
-            wire <<= i
-            names[port] = i.name
-        wires = [w for w in block.wirevector_set
-                 if not w.name.startswith(("tmp", "const")) and not isinstance(w, pyrtl.Const)]
-        trace = pyrtl.SimulationTrace(wires_to_track=wires)
-        sim = pyrtl.Simulation(tracer=trace, block=block)
-        for step in steps:
-            sim.step({names[p]: step.get(p, 0) for p in inputs})
-    LAST_BLOCK[0] = block
-    return trace.trace
-
-
-#: the block of the last simulate() (for the ports table of the page being built)
-LAST_BLOCK: list = [None]
 
 
 def vec(values) -> int:
     return to_int(values, DT.width)
 
 
+@dataclass
+class Page:
+    name: str                   # the class (or function) documented
+    module: str
+    ctor: str                   # how the example instance is built
+    timing: str                 # diagram text (or a Markdown table for functions)
+    note: str
+    fresh: Callable | None      # () -> (unconnected instance, its block), for the ports
+
+
+def fresh(make: Callable) -> Callable:
+    """A callable giving (instance, block) of a new, unconnected instance (for its ports)."""
+    def build():
+        block = pyrtl.Block()
+        with pyrtl.set_working_block(block):
+            return make(), block
+    return build
+
+
+def block_page(name, module, ctor, make, steps, rows, note, cycles=None) -> Page:
+    """A page whose diagram is simulated from ``steps`` on ``make()``."""
+    run = simulate(make, steps, cycles)
+    n = len(steps) if cycles is None else cycles
+    return Page(name, module, ctor, diagram(run.trace, rows_of(run.instance, rows), n), note,
+                fresh(make))
+
+
 # ------------------------------------------------------------------------------ stimuli
 
-def systolic_array():
+def systolic_array() -> Page:
     from tcu_hw.blocks.systolic_array import SystolicArray
     n = 4
     rng = np.random.default_rng(1)
     tile = rng.integers(-256, 256, (n + 1, n))
     x = rng.integers(-256, 256, (3, n))
-    holder = {}
-
-    def build():
-        a = SystolicArray(n, DT, tag_width=2)
-        holder["a"] = a
-        return {p: getattr(a, p) for p in ("in_valid", "in_data", "in_pass", "in_tag",
-                                          "load_valid", "load_data")}
-    steps = [{"load_valid": 1, "load_data": vec(tile[r])} for r in range(n, -1, -1)]
-    steps += [{"in_valid": 1, "in_data": vec(x[k]), "in_tag": k} for k in range(3)]
+    steps = [{"weights.valid": 1, "weights.data": vec(tile[r])} for r in range(n, -1, -1)]
+    steps += [{"input.valid": 1, "input.data": vec(x[k]), "input.tag": k} for k in range(3)]
     steps += [{}] * 6
-    track = ["array_load_valid", "array_pending", "array_bank", "array_in_valid",
-             "array_in_tag", "array_s3_valid", "array_s3_tag", "array_out_data"]
-    t = simulate(build, steps, track)
-    rows = [("load_valid", "array_load_valid", "bit"), ("pending", "array_pending", "bit"),
-            ("bank", "array_bank", "bit"), ("in_valid", "array_in_valid", "bit"),
-            ("in_tag", "array_in_tag", "int"), ("out_valid", "array_s3_valid", "bit"),
-            ("out_tag", "array_s3_tag", "int"), ("out_data lane 0", "array_out_data", "lane0")]
-    note = ("Five pushes load `[bias, rows]` (row 3 first, bias last); the first vector that "
-            "enters after them switches to the loaded bank (`pending` falls); each result "
-            "leaves n = 4 cycles after its vector entered, with its tag.")
-    return ("SystolicArray", "tcu_hw.blocks.systolic_array", holder["a"],
-            "SystolicArray(n=4, dt=FP16BP8, tag_width=2)", diagram(t, rows, len(steps)), note,
-            lambda: SystolicArray(n, DT, tag_width=2))
+    rows = ["weights.valid", "pending", "bank", "input.valid", "input.tag", "output.valid",
+            "output.tag", ("output.data lane 0", "output.data", "lane0")]
+    note = ("Five pushes on `weights` load `[bias, rows]` (row 3 first, bias last); the first "
+            "vector that enters `input` after them switches to the loaded bank (`pending` "
+            "falls); each result leaves on `output` n = 4 cycles after its vector entered, "
+            "with its tag.")
+    return block_page("SystolicArray", "tcu_hw.blocks.systolic_array",
+                      "SystolicArray(n=4, dt=FP16BP8, tag_width=2)",
+                      lambda: SystolicArray(n, DT, tag_width=2), steps, rows, note)
 
 
-def accumulator():
+def accumulator() -> Page:
     from tcu_hw.blocks.accumulator import Accumulator
-    holder = {}
-
-    def build():
-        a = Accumulator(16, 4, DT)
-        holder["a"] = a
-        return {p: getattr(a, p) for p in ("w_valid", "w_addr", "w_data", "w_accumulate",
-                                          "r_addr")}
     one = 256
-    steps = [{"w_valid": 1, "w_addr": 3, "w_data": vec([one, 0, 0, 0])},
-             {"w_valid": 1, "w_addr": 3, "w_data": vec([2 * one, 0, 0, 0]), "w_accumulate": 1},
-             {"w_valid": 1, "w_addr": 3, "w_data": vec([3 * one, 0, 0, 0]), "w_accumulate": 1},
+    steps = [{"write.valid": 1, "write.addr": 3, "write.data": vec([one, 0, 0, 0])},
+             {"write.valid": 1, "write.addr": 3, "write.data": vec([2 * one, 0, 0, 0]),
+              "write.accumulate": 1},
+             {"write.valid": 1, "write.addr": 3, "write.data": vec([3 * one, 0, 0, 0]),
+              "write.accumulate": 1},
              {"r_addr": 3}, {"r_addr": 3}, {"r_addr": 3}, {}]
-    track = ["acc_w_valid", "acc_w_addr", "acc_w_accumulate", "acc_w_data", "acc_q_valid",
-             "acc_r_addr", "acc_r_data"]
-    t = simulate(build, steps, track)
-    a = holder["a"]
-    rows = [("w_valid", "acc_w_valid", "bit"), ("w_addr", "acc_w_addr", "int"),
-            ("w_accumulate", "acc_w_accumulate", "bit"), ("w_data lane 0", "acc_w_data", "lane0"),
-            ("busy", "acc_q_valid", "bit"), ("r_addr", "acc_r_addr", "int"),
-            ("r_data lane 0", a.r_data.name, "lane0")]
+    rows = ["write.valid", "write.addr", "write.accumulate",
+            ("write.data lane 0", "write.data", "lane0"), "busy", "pending.addr", "r_addr",
+            ("r_data lane 0", "r_data", "lane0")]
     note = ("A write of 1.0 then two back-to-back accumulates (2.0, 3.0) to the same address "
             "(raw values, ×256): each add sees the previous result (forwarded), so the read "
-            "returns 6.0 (1536); a read presented at cycle t sees writes presented at t-2.")
-    return ("Accumulator", "tcu_hw.blocks.accumulator", holder["a"],
-            "Accumulator(depth=16, n=4, dt=FP16BP8)", diagram(t, rows, len(steps)), note,
-            lambda: Accumulator(16, 4, DT))
+            "returns 6.0 (1536); a read presented at cycle t sees writes presented at t-2 "
+            "(`pending` is the write presented at t-1).")
+    return block_page("Accumulator", "tcu_hw.blocks.accumulator",
+                      "Accumulator(depth=16, n=4, dt=FP16BP8)",
+                      lambda: Accumulator(16, 4, DT), steps, rows, note)
 
 
-def local_memory():
+def local_memory() -> Page:
     from tcu_hw.blocks.local_memory import LocalMemory
-    holder = {}
-
-    def build():
-        m = LocalMemory(16, 64)
-        holder["m"] = m
-        return {p: getattr(m, p) for p in ("a_addr", "a_write", "a_wdata", "b_addr", "b_write",
-                                          "b_wdata")}
-    steps = [{"a_addr": 2, "a_write": 1, "a_wdata": 0x11},
-             {"a_addr": 2, "b_addr": 2},
-             {"b_addr": 5, "b_write": 1, "b_wdata": 0x22},
-             {"a_addr": 5}, {}]
-    track = ["local_a_addr", "local_a_write", "local_b_addr", "local_b_write",
-             "local_a_rdata", "local_b_rdata"]
-    t = simulate(build, steps, track)
-    m = holder["m"]
-    rows = [("a_addr", "local_a_addr", "int"), ("a_write", "local_a_write", "bit"),
-            ("a_rdata", m.a_rdata.name, "hex"), ("b_addr", "local_b_addr", "int"),
-            ("b_write", "local_b_write", "bit"), ("b_rdata", m.b_rdata.name, "hex")]
-    note = ("Port A writes 0x11 to address 2; both ports read it in the next cycle and get it "
-            "one cycle later (registered reads); a write on port B is seen by port A a cycle "
-            "after it commits.")
-    return ("LocalMemory", "tcu_hw.blocks.local_memory", holder["m"],
-            "LocalMemory(depth=16, width=64)", diagram(t, rows, len(steps)), note,
-            lambda: LocalMemory(16, 64))
+    steps = [{"a.addr": 2, "a.write": 1, "a.wdata": 0x11},
+             {"a.addr": 2, "b.addr": 2},
+             {"b.addr": 5, "b.write": 1, "b.wdata": 0x22},
+             {"a.addr": 5}, {}]
+    rows = ["a.addr", "a.write", ("a.rdata", "hex"), "b.addr", "b.write", ("b.rdata", "hex")]
+    note = ("Port `a` writes 0x11 to address 2; both ports read it in the next cycle and get "
+            "it one cycle later (registered reads); a write on port `b` is seen by port `a` a "
+            "cycle after it commits.")
+    return block_page("LocalMemory", "tcu_hw.blocks.local_memory",
+                      "LocalMemory(depth=16, width=64)", lambda: LocalMemory(16, 64), steps,
+                      rows, note)
 
 
-def ram():
+def ram() -> Page:
     from tcu_hw.blocks.ram import Ram
-    holder = {}
-
-    def build():
-        r = Ram("ram", "sdp", 16, 16, reads=2)
-        holder["r"] = r
-        return {"waddr": r.waddr, "write": r.write, "wdata": r.wdata, "raddr0": r.raddr[0],
-                "raddr1": r.raddr[1]}
-    steps = [{"waddr": 4, "write": 1, "wdata": 0x1234}, {"raddr0": 4, "raddr1": 4},
-             {"raddr1": 7}, {}]
-    track = ["ram_waddr", "ram_write", "ram_r0_addr", "ram_rdata0", "ram_r1_addr",
-             "ram_rdata1"]
-    t = simulate(build, steps, track)
-    r = holder["r"]
-    rows = [("waddr", "ram_waddr", "int"), ("write", "ram_write", "bit"),
-            ("raddr[0]", "ram_r0_addr", "int"), ("rdata[0]", r.rdata[0].name, "hex"),
-            ("raddr[1]", "ram_r1_addr", "int"), ("rdata[1]", r.rdata[1].name, "hex")]
+    steps = [{"waddr": 4, "write": 1, "wdata": 0x1234}, {"raddr[0]": 4, "raddr[1]": 4},
+             {"raddr[1]": 7}, {}]
+    rows = ["waddr", "write", "raddr[0]", ("rdata[0]", "hex"), "raddr[1]", ("rdata[1]", "hex")]
     note = ("A simple dual-port (`sdp`) RAM with two read ports: the address is registered, "
             "the data follows one cycle later (block RAM timing).")
-    return ("Ram", "tcu_hw.blocks.ram", holder["r"], 'Ram("ram", "sdp", width=16, depth=16, '
-            'reads=2)', diagram(t, rows, len(steps)), note,
-            lambda: Ram("ram", "sdp", 16, 16, reads=2))
+    return block_page("Ram", "tcu_hw.blocks.ram", 'Ram("ram", "sdp", width=16, depth=16, '
+                      'reads=2)', lambda: Ram("ram", "sdp", 16, 16, reads=2), steps, rows,
+                      note)
 
 
-def simd():
+def simd() -> Page:
     from compiler_lite.ops.lut import tables
     from tcu_hw import numeric
     from tcu_hw.blocks.simd import SimdArray
@@ -237,167 +473,130 @@ def simd():
     arch = preset("cmoda7").with_changes(lut_count=2, lut_depth=8, simd_registers_depth=3)
     tabs = [numeric.to_fixed(t_, arch.dtype)[0] for t_ in
             tables(lambda v: np.maximum(v, 0) * 0.5, "linear", -4, 4, arch, True)]
-    holder = {}
-
-    def build():
-        s = SimdArray(arch)
-        holder["s"] = s
-        return {p: getattr(s, p) for p in ("valid", "op", "left", "right", "dest", "input",
-                                          "lut_valid", "lut_table", "lut_index", "lut_data")}
     steps = []
     for t_ in range(3):
         for i in range(2):
-            steps.append({"lut_valid": 1, "lut_table": t_, "lut_index": i,
-                          "lut_data": vec(tabs[t_][4 * i:4 * i + 4])})
+            steps.append({"lut.valid": 1, "lut.table": t_, "lut.index": i,
+                          "lut.data": vec(tabs[t_][4 * i:4 * i + 4])})
     x = vec([512, -256, 128, 0])
-    steps += [{"valid": 1, "op": SimdOp.LOOKUP, "dest": 1, "input": x},
-              {"valid": 1, "op": SimdOp.MULTIPLY, "left": 1, "right": 3, "dest": 1},
-              {"valid": 1, "op": SimdOp.ADD, "left": 1, "right": 2}, {}]
-    track = ["simd_lut_valid", "simd_lut_table", "simd_valid", "simd_op", "simd_dest",
-             "simd_input", "simd_out", "simd_r1"]
-    t = simulate(build, steps, track)
-    rows = [("lut_valid", "simd_lut_valid", "bit"), ("lut_table", "simd_lut_table", "int"),
-            ("valid", "simd_valid", "bit"), ("op", "simd_op", "int"),
-            ("dest", "simd_dest", "int"), ("input lane 0", "simd_input", "lane0"),
-            ("R1 lane 0", "simd_r1", "lane0"), ("out lane 0", "simd_out", "lane0")]
-    note = ("Tables are loaded a vector at a time (keys, values, slopes), then "
-            "`Lookup → Multiply(R1, R3) → Add(R1, R2)` evaluates a piecewise-linear function: "
-            "here 0.5·relu(x) of x = 2.0 (512) gives 1.0 (256). `out` is combinational in the "
-            "cycle of the op; registers change at the end of it.")
-    return ("SimdArray", "tcu_hw.blocks.simd", holder["s"],
-            "SimdArray(arch)  # n=4, FP16BP8, lut_count=2, lut_depth=8, 3 registers",
-            diagram(t, rows, len(steps)), note, lambda: SimdArray(arch))
+    steps += [{"command.valid": 1, "command.op": SimdOp.LOOKUP, "command.dest": 1,
+               "command.input": x},
+              {"command.valid": 1, "command.op": SimdOp.MULTIPLY, "command.left": 1,
+               "command.right": 3, "command.dest": 1},
+              {"command.valid": 1, "command.op": SimdOp.ADD, "command.left": 1,
+               "command.right": 2}, {}]
+    run = simulate(lambda: SimdArray(4, DT, 3, 2, 8), steps)
+    rows = rows_of(run.instance, [
+        "lut.valid", "lut.table", "command.valid", "command.op", "command.dest",
+        ("command.input lane 0", "command.input", "lane0"),
+        ("R1 lane 0", internal(run.block, "simd_r1"), "lane0"), ("out lane 0", "out", "lane0")])
+    note = ("Tables are loaded through `lut` a vector at a time (keys, values, slopes), then "
+            "`Lookup → Multiply(R1, R3) → Add(R1, R2)` on `command` evaluates a "
+            "piecewise-linear function: here 0.5·relu(x) of x = 2.0 (512) gives 1.0 (256). "
+            "`out` is combinational in the cycle of the command; registers change at the end "
+            "of it.")
+    return Page("SimdArray", "tcu_hw.blocks.simd",
+                "SimdArray(n=4, dt=FP16BP8, registers=3, lut_count=2, lut_depth=8)",
+                diagram(run.trace, rows, len(steps)), note,
+                fresh(lambda: SimdArray(4, DT, 3, 2, 8)))
 
 
-def axis():
+def axis() -> Page:
     from tcu_hw.blocks.axis import InstructionStream
-    holder = {}
-
-    def build():
-        s = InstructionStream(9, 64)
-        holder["s"] = s
-        return {"tdata": s.tdata, "tvalid": s.tvalid, "out_ready": s.out_ready}
     data = bytes(range(1, 1 + 9 * 4)) + bytes(4)
     words = [int.from_bytes(data[k:k + 8], "little") for k in range(0, len(data), 8)]
-    steps, fed = [], 0
-    pattern = [1, 1, 0, 1, 1, 1, 1, 0, 0, 0, 0, 0]
-    for k, v in enumerate(pattern):
-        if v and fed < len(words):
-            steps.append({"tvalid": 1, "tdata": words[fed], "out_ready": int(k != 4)})
-            fed += 1
-        else:
-            steps.append({"out_ready": int(k != 4)})
-    track = ["instr_tvalid", "instr_tready", "instr_out_ready", "instr_out_valid",
-             "instr_out_data"]
-    t = simulate(build, steps, track)
-    # tready is a combinational output: advance the feed only when accepted (re-simulate)
-    rows = [("tvalid", "instr_tvalid", "bit"), ("tready", "instr_tready", "bit"),
-            ("out_valid", "instr_out_valid", "bit"), ("out_ready", "instr_out_ready", "bit"),
-            ("out_data (byte 0)", "instr_out_data", "int")]
-    t = {k: (v if k != "instr_out_data" else [x & 0xFF for x in v]) for k, v in t.items()}
-    note = ("9-byte instructions from a 64-bit stream: words are accepted while they fit; an "
-            "instruction leaves each cycle one is complete and `out_ready` is high "
-            "(`out_data` byte 0 shown: 1, 10, 19, … are the first bytes of instructions 0, "
-            "1, 2).")
-    return ("InstructionStream", "tcu_hw.blocks.axis", holder["s"],
-            "InstructionStream(instruction_bytes=9, data_width=64)",
-            diagram(t, rows, len(steps)), note, lambda: InstructionStream(9, 64))
+    offer = [1, 1, 0, 1, 1, 1, 1, 1, 0, 0, 0, 0]
+    fed = {"words": 0, "offered": False}
+
+    def steps(k, peek):
+        # AXI-Stream source: hold the word until it is taken (valid & ready)
+        if fed["offered"] and peek("words.ready"):
+            fed["words"] += 1
+        fed["offered"] = bool(offer[k]) and fed["words"] < len(words)
+        step = {"instructions.ready": int(k not in (3, 4))}
+        if fed["offered"]:
+            step.update({"words.valid": 1, "words.data": words[fed["words"]]})
+        return step
+
+    rows = ["words.valid", "words.ready", "instructions.valid", "instructions.ready",
+            ("instructions.data (byte 0)", "instructions.data", "byte0")]
+    note = ("9-byte instructions from a 64-bit stream: a word is taken when `words.ready` is "
+            "high (it fits after the instruction leaving this cycle; the source holds it until "
+            "then); an instruction leaves each cycle one is complete and `instructions.ready` "
+            "is high (`instructions.data` byte 0 shown: 1, 10, 19, 28 are the first bytes of "
+            "instructions 0 to 3).")
+    return block_page("InstructionStream", "tcu_hw.blocks.axis",
+                      "InstructionStream(instruction_bytes=9, data_width=64)",
+                      lambda: InstructionStream(9, 64), steps, rows, note, cycles=len(offer))
 
 
-def sampler():
+def sampler() -> Page:
     from tcu_hw.blocks.sampler import Sampler
-    holder = {}
-
-    def build():
-        s = Sampler(2)
-        holder["s"] = s
-        return {p: getattr(s, p) for p in ("interval", "pc", "pairs", "tready")}
-    steps = [{"interval": 3, "pc": k, "pairs": 0b01, "tready": int(k not in (6, 7, 8))}
+    steps = [{"interval": 3, "pc": k, "pairs": 0b01, "samples.ready": int(k not in (6, 7, 8))}
              for k in range(13)]
-    track = ["sample_interval", "sample_pc", "sample_valid", "sample_tready", "sample_last",
-             "sample_data"]
-    t = simulate(build, steps, track)
-    t = {k: (v if k != "sample_data" else [x & 0xFFFFFFFF for x in v]) for k, v in t.items()}
-    rows = [("interval", "sample_interval", "int"), ("pc", "sample_pc", "int"),
-            ("tvalid", "sample_valid", "bit"), ("tready", "sample_tready", "bit"),
-            ("tlast", "sample_last", "bit"), ("tdata pc", "sample_data", "int")]
-    note = ("Every 3 cycles a word (pc in bits 31:0) is offered; `tlast` on every second "
-            "word; while the consumer is not ready the word holds and newer samples are "
-            "dropped.")
-    return ("Sampler", "tcu_hw.blocks.sampler", holder["s"], "Sampler(block_size=2)",
-            diagram(t, rows, len(steps)), note, lambda: Sampler(2))
+    rows = ["interval", "pc", "samples.valid", "samples.ready", "samples.last",
+            ("samples.data (pc)", "samples.data", "low32"), "dropped"]
+    note = ("Every 3 cycles a word (pc in bits 31:0) is offered on `samples`; `last` on every "
+            "second word; while the consumer is not ready the word holds and newer samples "
+            "are dropped.")
+    return block_page("Sampler", "tcu_hw.blocks.sampler", "Sampler(block_size=2)",
+                      lambda: Sampler(2), steps, rows, note)
 
 
-def config_registers():
+def config_registers() -> Page:
     from tcu_hw.blocks.config_registers import ConfigRegisters
     from tcu_hw.isa import ConfigRegister
-    holder = {}
-
-    def build():
-        c = ConfigRegisters(decoder_timeout=100)
-        holder["c"] = c
-        return {p: getattr(c, p) for p in ("write", "register", "value", "dispatched",
-                                          "stalled")}
-    steps = [{"write": 1, "register": ConfigRegister.TIMEOUT, "value": 3},
+    steps = [{"write.valid": 1, "write.register": ConfigRegister.TIMEOUT, "write.value": 3},
              {"dispatched": 1}, {"dispatched": 1},
-             {"write": 1, "register": ConfigRegister.PROGRAM_COUNTER, "value": 40},
+             {"write.valid": 1, "write.register": ConfigRegister.PROGRAM_COUNTER,
+              "write.value": 40},
              {"dispatched": 1}, {"stalled": 1}, {"stalled": 1}, {"stalled": 1}, {"stalled": 1},
              {"dispatched": 1}, {}]
-    track = ["cfg_write", "cfg_register", "cfg_value", "cfg_dispatched", "cfg_stalled",
-             "cfg_program_counter", "cfg_timeout", "cfg_timeout_flag"]
-    t = simulate(build, steps, track)
-    rows = [("write", "cfg_write", "bit"), ("register", "cfg_register", "int"),
-            ("value", "cfg_value", "int"), ("dispatched", "cfg_dispatched", "bit"),
-            ("stalled", "cfg_stalled", "bit"), ("pc", "cfg_program_counter", "int"),
-            ("timeout reg", "cfg_timeout", "int"), ("timeout flag", "cfg_timeout_flag", "bit")]
+    rows = ["write.valid", "write.register", "write.value", "dispatched", "stalled", "pc",
+            "timeout_cycles", "timeout"]
     note = ("Configure 0x8 sets the timeout to 3 cycles; the pc counts dispatched "
-            "instructions and Configure 0xA sets it (40); the timeout flag rises after 3 "
+            "instructions and Configure 0xA sets it (40); the `timeout` flag rises after 3 "
             "consecutive stalled cycles.")
-    return ("ConfigRegisters", "tcu_hw.blocks.config_registers", holder["c"],
-            "ConfigRegisters(decoder_timeout=100)", diagram(t, rows, len(steps)), note,
-            lambda: ConfigRegisters(decoder_timeout=100))
+    return block_page("ConfigRegisters", "tcu_hw.blocks.config_registers",
+                      "ConfigRegisters(decoder_timeout=100)",
+                      lambda: ConfigRegisters(decoder_timeout=100), steps, rows, note)
 
 
-def axi():
+def axi() -> Page:
     from sim.axi_model import AxiSlaveModel
-    from tcu_hw.arch import Options
-    from tcu_hw.blocks.axi import AXI_INPUTS, AXI_PORT_ORDER, AxiMaster
+    from tcu_hw.blocks.axi import AxiMaster
     sys.path.insert(0, str(ROOT / "examples"))
     import axi_memory as ex
     x = np.arange(56).reshape(14, 4) * 10
     block, master = ex.build(x)
     slave = AxiSlaveModel(1 << 14, ex.WIDTH, latency=3, stall=0.0, seed=0)
-    outs = [s for s in AXI_PORT_ORDER if s not in AXI_INPUTS]
-    names = {"req_valid": master.req_valid.name, "req_write": master.req_write.name,
-             "req_ready": master.req_ready.name}
-    for s in ("awvalid", "awlen", "wvalid", "wready", "wlast", "bvalid", "arvalid", "arlen",
-              "rvalid", "rlast"):
-        names[s] = getattr(master.axi, s).name
-    names["rdata_valid"] = master.rdata_valid.name
+    inputs, observe = ex.bus(master, slave)
     cycles = 48
     with pyrtl.set_working_block(block):
-        wires = [w for w in block.wirevector_set if w.name in names.values()]
-        trace = pyrtl.SimulationTrace(wires_to_track=wires)
+        trace = pyrtl.SimulationTrace(wires_to_track=traced(block))
         sim = pyrtl.Simulation(tracer=trace, block=block)
         for _ in range(cycles):
-            sim.step({f"in_{k}": v for k, v in slave.outputs().items()})
-            slave.sample({s: sim.inspect(getattr(master.axi, s).name) for s in outs})
+            sim.step(inputs())
+            observe(sim)
     t = dict(trace.trace)
-    for ch in ("aw", "ar"):                     # show the length only while valid
-        t[names[f"{ch}len"]] = [v if ok else 0 for v, ok in
-                                zip(t[names[f"{ch}len"]], t[names[f"{ch}valid"]])]
-    rows = [(k, names[k], "int" if k.endswith("len") else "bit") for k in names]
+    for ch in (master.aw, master.ar):                   # show the length only while valid
+        t[ch.payload.len.name] = [v if ok else 0 for v, ok in
+                                  zip(t[ch.payload.len.name], t[ch.valid.name])]
+    rows = rows_of(master, ["core.req.valid", "core.req.write", "core.req.ready", "aw.valid",
+                            "aw.len", "w.valid", "w.ready", "w.last", "b.valid", "ar.valid",
+                            "ar.len", "r.valid", "r.last", "core.rdata.valid"])
     note = ("Fourteen 8-byte vectors written to vector 500 (byte 4000) over a 32-bit bus, "
             "two beats per vector: the write crosses 4 KiB at byte 4096, so it goes as a "
-            "burst of 24 beats (`awlen` 23) and one of 4 (`awlen` 3); the read of the same "
-            "vectors waits until both write responses are in. Read latency 3.")
-    return ("AxiMaster", "tcu_hw.blocks.axi", master,
-            "AxiMaster(arch, Options(axi_data_width=32), addr_bits=16, len_bits=12)",
-            diagram(t, rows, cycles), note,
-            lambda: AxiMaster(ex.ARCH, Options(axi_data_width=32), 16, 12))
+            "burst of 24 beats (`aw.len` 23) and one of 4 (`aw.len` 3); the read of the same "
+            "vectors waits until both write responses are in. Read latency 3. (The design is "
+            "`examples/axi_memory.py`; `AxiMaster.signals()` gives the AXI wires by Tensil's "
+            "names, `awvalid` = `aw.valid`.)")
+    ctor = "AxiMaster(" + ", ".join(f"{k}={v}" for k, v in ex.MASTER.items()) + ")"
+    return Page("AxiMaster", "tcu_hw.blocks.axi", ctor, diagram(t, rows, cycles), note,
+                fresh(lambda: AxiMaster(**ex.MASTER)))
 
 
-def fixed():
+def fixed() -> Page:
     from tcu_hw import numeric
     from tcu_hw.blocks import fixed as fx
     sys.path.insert(0, str(ROOT / "tests" / "tcu_hw" / "blocks"))
@@ -415,84 +614,87 @@ def fixed():
              "saturates at the top", "saturates at the bottom", "1 × 1 + 1 = 2"]
     for (x, y, z), g, r, note in zip(cases, got, ref, notes):
         lines.append(f"| {x} | {y} | {z} | {g} | {r} | {note} |")
-    return ("mac (function)", "tcu_hw.blocks.fixed", None, "fixed.mac(x, y, z, dt)",
-            "\n".join(lines), "Combinational; results of the PyRTL MAC for FP16BP8 (bp = 8), "
-            "simulated, next to the contract's reference.", None)
+    return Page("mac", "tcu_hw.blocks.fixed", "fixed.mac(x, y, z, dt)", "\n".join(lines),
+                "Combinational; results of the PyRTL MAC for FP16BP8 (bp = 8), simulated, next "
+                "to the contract's reference.", None)
 
 
-def core_pages() -> list:
+def core_pages() -> list[Page]:
     """Decoder, compute unit and DRAM engine: a small program on the core, with probes."""
     from sim.pyrtl_backend import DramTiming, PyrtlCore
+    from tcu_hw.asm import format_instruction
     from tcu_hw.blocks.compute import ComputeUnit
     from tcu_hw.blocks.decoder import Decoder
     from tcu_hw.blocks.dram_engine import DramEngine
-    from tcu_hw.blocks.local_memory import LocalMemory
     from tcu_hw.isa import SIMD, DataMove, DataMoveKind as K, LoadWeights, MatMul, SimdOp
     arch = preset("cmoda7")
     n = arch.array_size
-    program = [DataMove(K.DRAM1_TO_LOCAL, 0, 0, 0, 0, n), DataMove(K.DRAM0_TO_LOCAL, 8, 0, 0, 0,
-                                                                   3),
+    program = [DataMove(K.DRAM1_TO_LOCAL, 0, 0, 0, 0, n),
+               DataMove(K.DRAM0_TO_LOCAL, 8, 0, 0, 0, 3),
                LoadWeights(0, 0, n), MatMul(8, 0, 0, 0, 3), SIMD(SimdOp.ZERO, 0, 0, 1),
                SIMD(SimdOp.MAX, 0, 1, 0, read_address=1, write_address=1, read=True,
                     write=True),
-               DataMove(K.ACC_TO_LOCAL, 16, 0, 0, 0, 3), DataMove(K.LOCAL_TO_DRAM0, 16, 0, 8, 0,
-                                                                  3)]
-    core = PyrtlCore(arch, program_bits=8, probes=True)
+               DataMove(K.ACC_TO_LOCAL, 16, 0, 0, 0, 3),
+               DataMove(K.LOCAL_TO_DRAM0, 16, 0, 8, 0, 3)]
+    sim = PyrtlCore(arch, program_bits=8, probes=True)
     rng = np.random.default_rng(0)
-    core.run(program, dram0={0: rng.integers(-300, 300, (4, n))},
-             dram1={0: rng.integers(-300, 300, (n + 1, n))}, timing=DramTiming(latency=4),
-             window=(0, len(program)))
-    first, signals = core.trace
+    sim.run(program, dram0={0: rng.integers(-300, 300, (4, n))},
+            dram1={0: rng.integers(-300, 300, (n + 1, n))}, timing=DramTiming(latency=4),
+            window=(0, len(program)))
+    first, signals = sim.trace
     t = {k: v for k, (w, v) in signals.items()}
     cycles = min(46, max(len(v) for v in t.values()))
-    listing = "\n".join(f"{pc}: {ins}" for pc, ins in enumerate(
-        __import__("tcu_hw.asm", fromlist=["x"]).format_instruction(i) for i in program))
+    listing = "\n".join(f"{pc}: {format_instruction(i)}" for pc, i in enumerate(program))
+    core = sim.core
+    dec, cu, de = core.decoder, core.compute, core.dram
 
-    def rows_of(names):
-        return [(label, name, kind) for label, name, kind in names if name in t]
+    def named(name):                            # a signal of the core that is not a port
+        return internal(sim.block, name)
 
-    block = pyrtl.Block()
-    with pyrtl.set_working_block(block):
-        word = pyrtl.WireVector(arch.layout.instruction_bytes * 8, "word")
-        dec = Decoder(arch, word)
-        local = LocalMemory(arch.local_depth, n * DT.width)
-        cu = ComputeUnit(arch, local)
-        de = DramEngine(arch, local)
-    LAST_BLOCK[0] = block
+    lay = arch.layout
     common = (f"The program (cmoda7: n = 4; DRAM latency 4):\n\n```\n{listing}\n```\n\n"
               "Cycles from the start of the run:")
     pages = [
-        ("Decoder", "tcu_hw.blocks.decoder", dec, "Decoder(arch, word)", rows_of([
-            ("instruction valid", "dec_valid", "bit"), ("opcode", "dec_opcode", "int"),
-            ("dispatch", "dec_dispatch", "bit"), ("waits for compute", "dec_conflict_with_compute",
-                                                  "bit"),
-            ("waits for DRAM", "dec_conflict_with_dram", "bit"),
-            ("pc", "cfg_program_counter", "int")]),
-         common + " one instruction is dispatched per cycle unless its local-memory range "
-         "overlaps a writer still in flight in the other unit (the MatMul waits for the "
-         "DRAM0 load of its inputs; the final DRAM store waits for the acc→local move)."),
-        ("ComputeUnit", "tcu_hw.blocks.compute", cu, "ComputeUnit(arch, local)", rows_of([
-            ("queue enq", "cu_queue_enq_valid", "bit"), ("issue", "cu_issue", "bit"),
-            ("index", "cu_index", "int"), ("local addr", "cu_laddr", "int"),
-            ("acc/out addr", "cu_oaddr", "int"), ("stall: push", "cu_stall_push", "bit"),
-            ("stall: acc", "cu_stall_acc", "bit"), ("array in", "array_in_valid", "bit"),
-            ("weight push", "array_load_valid", "bit"), ("acc write", "acc_w_valid", "bit")]),
+        ("Decoder", "tcu_hw.blocks.decoder", "Decoder(layout, word)", dec, [
+            ("instruction valid", named("dec_valid"), "bit"), ("opcode", "fields.opcode", "int"),
+            "to_compute", "to_dram", ("dispatch", named("dec_dispatch"), "bit"),
+            ("waits for compute", named("dec_conflict_with_compute"), "bit"),
+            ("waits for DRAM", named("dec_conflict_with_dram"), "bit"),
+            ("pc", core.cfg.pc, "int")],
+         common + " the decoder classifies the instruction in the decode register "
+         "(`to_compute`, `to_dram`); the core dispatches one instruction per cycle unless its "
+         "local-memory range overlaps a writer still in flight in the other unit (the MatMul "
+         "waits for the DRAM0 load of its inputs; the final DRAM store waits for the "
+         "acc→local move).",
+         lambda: Decoder(lay, pyrtl.WireVector(8 * lay.instruction_bytes, "word"))),
+        ("ComputeUnit", "tcu_hw.blocks.compute", "ComputeUnit(layout, dt)", cu, [
+            "instructions.valid", "issue", ("index", named("cu_index"), "int"),
+            ("local addr", named("cu_laddr"), "int"),
+            ("acc/out addr", named("cu_oaddr"), "int"),
+            ("stall: push", named("cu_stall_push"), "bit"),
+            ("stall: acc", named("cu_stall_acc"), "bit"),
+            ("array.input.valid", cu.array.input.valid, "bit"),
+            ("array.weights.valid", cu.array.weights.valid, "bit"),
+            ("acc.write.valid", cu.acc.write.valid, "bit")],
          common + " one micro-op (one vector) issues per cycle; the weight pushes, the 4 MatMul "
          "vectors and the SIMD and move vectors follow each other; results reach the "
-         "accumulators n cycles after they enter the array."),
-        ("DramEngine", "tcu_hw.blocks.dram_engine", de, "DramEngine(arch, local)", rows_of([
-            ("queue enq", "dram_queue_enq_valid", "bit"),
-            ("request gen active", "dram_rg_active", "bit"),
-            ("read in flight", "dram_read_inflight", "int"),
-            ("local side active", "dram_ls_active", "bit"),
-            ("local addr", "dram_ls_addr", "int"), ("vectors left", "dram_ls_left", "int")]),
+         "accumulators n cycles after they enter the array.",
+         lambda: ComputeUnit(lay, arch.dtype)),
+        ("DramEngine", "tcu_hw.blocks.dram_engine", "DramEngine(layout, vector_bits=64)", de, [
+            "moves.valid", ("request gen active", named("dram_rg_active"), "bit"),
+            "dram1.req.valid", "dram1.rdata.valid", "dram0.req.valid", "dram0.rdata.valid",
+            ("local side active", named("dram_ls_active"), "bit"),
+            ("local addr", named("dram_ls_addr"), "int"),
+            ("vectors left", named("dram_ls_left"), "int")],
          common + " requests run ahead of the local side: the second load's request is out "
-         "while the first one's data is still arriving; the store reads local memory "
-         "(port B) and sends the vectors in order."),
+         "on `dram0.req` while the first one's data is still arriving on `dram1.rdata`; "
+         "the local side writes each vector to local memory (`local`, port B) as it "
+         "arrives.",
+         lambda: DramEngine(lay, n * arch.dtype.width)),
     ]
-    return [(title, mod, inst, ctor, diagram(t, rows, cycles, first), note,
-             lambda inst=inst, block=block: (inst, block))
-            for title, mod, inst, ctor, rows, note in pages]
+    return [Page(name, mod, ctor, diagram(t, rows_of(inst, rows), cycles, first), note,
+                 fresh(make))
+            for name, mod, ctor, inst, rows, note, make in pages]
 
 
 PAGES = [systolic_array, accumulator, simd, local_memory, ram, fixed, axi, axis, sampler,
@@ -501,54 +703,67 @@ PAGES = [systolic_array, accumulator, simd, local_memory, ram, fixed, axi, axis,
 
 # ------------------------------------------------------------------------------ pages
 
-def page(title, module_name, instance, ctor, timing, note, block) -> str:
-    mod = importlib.import_module(module_name)
+def _signature(fn) -> inspect.Signature:
+    """A constructor's signature without its return annotation."""
+    return inspect.signature(fn).replace(return_annotation=inspect.Signature.empty)
+
+
+def build_it(p: Page, mod) -> list[str]:
+    """The "Build it" section: import, signatures (with ``from_arch``/``from_arch``), the
+    example's constructor and the class docstring."""
+    obj = getattr(mod, p.name)
+    if inspect.isclass(obj):
+        code = [f"from {p.module} import {p.name}", f"# {p.name}{_signature(obj)}"]
+        for alt in ("from_arch", "from_arch"):
+            if hasattr(obj, alt):
+                code.append(f"# {p.name}.{alt}{_signature(getattr(obj, alt))}")
+    else:
+        short = p.module.rsplit(".", 1)
+        code = [f"from {short[0]} import {short[1]}",
+                f"# {short[1]}.{p.name}{inspect.signature(obj)}"]
+    return ["## Build it", "", "```python", *code, p.ctor, "```", "",
+            markdown(inspect.getdoc(obj) or ""), ""]
+
+
+def page(p: Page) -> str:
+    mod = importlib.import_module(p.module)
     doc = inspect.getdoc(mod) or ""
     summary, _, rest = doc.partition("\n")
-    cls = getattr(mod, title.split()[0], None) if instance is not None else None
-    sig = f"{title.split()[0]}{inspect.signature(cls)}" if cls is not None else ctor
-    parts = [f"# {title.split()[0]} — `{module_name}`", "", summary, "",
-             "## Build it", "", "```python", f"from {module_name} import "
-             f"{title.split()[0] if cls is not None else 'mac'}",
-             f"# {sig}", f"{ctor}", "```", ""]
-    if instance is not None:
-        parts += ["## Ports", "", "Inputs are WireVectors to drive with `<<=`; outputs and "
-                  "state are read. Widths for the example parameters above.", "",
-                  ports_table(ports(*block())), ""]
-    parts += ["## Timing" if instance is not None else "## Examples", ""]
-    parts += ([timing] if instance is None else ["```", timing, "```"]) + ["", note, ""]
-    parts += ["## Behaviour", "", rest.strip(), ""]
-    return "\n".join(parts)
+    parts = [f"# {p.name} — `{p.module}`", "", markdown(summary), "", *build_it(p, mod)]
+    if p.fresh is not None:
+        parts += ["## Ports", "", *ports_section(*p.fresh()), "", "## Timing", "", "```",
+                  p.timing, "```"]
+    else:
+        parts += ["## Examples", "", p.timing]
+    parts += ["", p.note, "", "## Behaviour", "", markdown(rest.strip()), ""]
+    text = "\n".join(parts)
+    leaked = re.search(r":(class|func|meth|mod|data|attr):`|``", _prose(text))
+    if leaked:
+        raise ValueError(f"{p.name}: reStructuredText left in the page: {leaked[0]!r}")
+    return text
 
 
-def fresh(make):
-    """A callable giving (instance, block) of a new, unconnected instance (for its ports)."""
-    def build():
-        block = pyrtl.Block()
-        with pyrtl.set_working_block(block):
-            return make(), block
-    return build
+def _prose(text: str) -> str:
+    """The text outside fenced code blocks."""
+    return re.sub(r"^```.*?^```", "", text, flags=re.S | re.M)
 
 
 def render_all() -> dict[str, str]:
-    entries = []
-    for fn in PAGES:
-        entry = fn()
-        entries.append((*entry[:-1], fresh(entry[-1])))
-    entries += core_pages()
+    pages = [fn() for fn in PAGES] + core_pages()
     index = ["# Hardware blocks", "", "One page per block of `tcu_hw/blocks/`, generated by "
              "`python docs/make_blocks.py` from the code (ports found on an instance, timing "
-             "simulated), so they stay true. Every block takes the architecture (or n and the "
-             "data type) explicitly and exposes its ports as PyRTL wires; "
+             "simulated), so they stay true. Every block is built from its own parameters "
+             "(lanes, data type, depths and widths; `from_arch` derives them from "
+             "an architecture) and exposes its handshaking ports as streams and interfaces "
+             "(`tcu_hw.blocks.stream`) that `connect(source, sink)` joins; "
              "`tcu_hw.core.Core` composes them.", "", "| block | module | what it does |",
              "|---|---|---|"]
     out = {}
-    for entry in entries:
-        title, module_name = entry[0], entry[1]
-        fname = f"{module_name.rsplit('.', 1)[1]}.md"
-        out[fname] = page(*entry)
-        summary = (inspect.getdoc(importlib.import_module(module_name)) or "").split("\n")[0]
-        index.append(f"| [{title.split()[0]}]({fname}) | `{module_name}` | {summary} |")
+    for p in pages:
+        fname = f"{p.module.rsplit('.', 1)[1]}.md"
+        out[fname] = page(p)
+        summary = (inspect.getdoc(importlib.import_module(p.module)) or "").split("\n")[0]
+        index.append(f"| [{p.name}]({fname}) | `{p.module}` | {markdown(summary)} |")
     out["README.md"] = "\n".join(index) + "\n"
     return out
 

@@ -37,8 +37,8 @@ COMMANDS = [
       "--window 120:160"]),
     ("sim.emulate", "Tensil's emulator command: run a compiled model on the golden emulator.",
      ["python -m sim.emulate -m build/model.tmodel -i in.csv -o out.csv"]),
-    ("tcu_hw.isa", "Disassemble a program into assembly text.",
-     ["python -m tcu_hw.isa -a pynqz1 build/model.tprog --bytes"]),
+    ("tcu_hw.asm", "Disassemble a program into assembly text.",
+     ["python -m tcu_hw.asm -a pynqz1 build/model.tprog --bytes"]),
 ]
 
 

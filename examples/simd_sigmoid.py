@@ -1,13 +1,23 @@
 """The SIMD ALU array with lookup tables computing a sigmoid, simulated with a waveform.
 
 Imports one block, :class:`tcu_hw.blocks.simd.SimdArray`, for a 4-lane FP16BP8 architecture
-with two value tables of 16 entries and three registers. A controller first loads the key,
-value and slope tables (a vector at a time), then runs three SIMD operations per input
-vector, the piecewise-linear evaluation ``compiler_lite`` emits:
+with two value tables of 16 entries and three registers (``SimdArray.from_arch``). A small
+controller drives the array's two sink streams (always ready: the array takes one transfer
+per cycle) with ``stream.drive(valid, **fields)``::
+
+                                                             ┌───────────┐
+    tables ROM ─▶ lut     (table, index, data) ────────────▶ │ SimdArray │
+    inputs ROM ─▶ command (op, left, right, dest, input) ──▶ │           │ ─ out ─▶ results RAM
+                                                             └───────────┘
+    controller: LOAD (12 table vectors) → RUN (3 ops a vector) → done
+
+It first loads the key, value and slope tables through ``lut`` (a vector at a time), then
+issues three SIMD operations per input vector through ``command``, the piecewise-linear
+evaluation ``compiler_lite`` emits::
 
     Lookup(input) → R1 = x − key[k], R2 = value[k], R3 = slope[k]
     Multiply(R1, R3) → R1
-    Add(R1, R2) → output, written to the results RAM
+    Add(R1, R2) → out, written to the results RAM
 
 The tables come from :func:`compiler_lite.ops.lut.tables`; the results are checked bit for
 bit against :func:`compiler_lite.ops.lut.evaluate` (the reference of the same arithmetic) and
@@ -29,7 +39,7 @@ from tcu_hw import numeric
 from tcu_hw.arch import Architecture, preset
 from tcu_hw.blocks.lanes import to_int
 from tcu_hw.blocks.simd import SimdArray
-from tcu_hw.isa import SimdOp
+from tcu_hw.isa import SimdOp, lut_vectors
 
 
 def arch() -> Architecture:
@@ -43,11 +53,11 @@ def sigmoid(x):
 
 def build(a: Architecture, tabs_raw: np.ndarray, x: np.ndarray) -> pyrtl.Block:
     n, w = a.array_size, a.dtype.width
-    per = -(-a.lut_depth // n)                      # vectors per table
+    per = lut_vectors(a.lut_depth, n)               # vectors per table
     m = len(x)
     block = pyrtl.Block()
     with pyrtl.set_working_block(block):
-        simd = SimdArray(a)
+        simd = SimdArray.from_arch(a)
         table_vectors = [to_int(tabs_raw[t][i * n:(i + 1) * n], w)
                          for t in range(len(tabs_raw)) for i in range(per)]
         trom = pyrtl.RomBlock(n * w, 4, table_vectors, name="tables_rom", asynchronous=True,
@@ -67,19 +77,19 @@ def build(a: Architecture, tabs_raw: np.ndarray, x: np.ndarray) -> pyrtl.Block:
         phase.next <<= pyrtl.select(running, pyrtl.select(phase == 2, 0, phase + 1), phase)
         vector.next <<= pyrtl.select(running & (phase == 2), vector + 1, vector)
 
-        simd.lut_valid <<= loading
-        pb = per.bit_length() - 1                   # per is a power of two here
-        simd.lut_table <<= t_index[pb:][:simd.lut_table.bitwidth]
-        simd.lut_index <<= t_index[:max(pb, 1)][:simd.lut_index.bitwidth]
-        simd.lut_data <<= trom[t_index]
-        simd.valid <<= running
-        simd.input <<= xrom[vector[:abits]]
+        # table vector t_index = (table, index within the table); per is a power of two here
+        pb = per.bit_length() - 1
+        simd.lut.drive(loading, table=t_index[pb:], index=t_index[:max(pb, 1)],
+                       data=trom[t_index])
         ops = [(SimdOp.LOOKUP, 0, 0, 1), (SimdOp.MULTIPLY, 1, 3, 1), (SimdOp.ADD, 1, 2, 0)]
-        simd.op <<= pyrtl.mux(phase, *[pyrtl.Const(o[0], simd.op.bitwidth) for o in ops],
-                              default=0)
-        for port, k in ((simd.left, 1), (simd.right, 2), (simd.dest, 3)):
-            port <<= pyrtl.mux(phase, *[pyrtl.Const(o[k], port.bitwidth) for o in ops],
-                               default=0)
+        widths = simd.command.fields.widths
+
+        def by_phase(k: int, field: str) -> pyrtl.WireVector:
+            return pyrtl.mux(phase, *[pyrtl.Const(o[k], widths[field]) for o in ops], default=0)
+
+        simd.command.drive(running, op=by_phase(0, "op"), left=by_phase(1, "left"),
+                           right=by_phase(2, "right"), dest=by_phase(3, "dest"),
+                           input=xrom[vector[:abits]])
         results[vector[:abits]] <<= pyrtl.MemBlock.EnabledWrite(simd.out,
                                                                 running & (phase == 2))
         done = pyrtl.Output(1, "done")

@@ -1,18 +1,26 @@
 """A standalone 4×4 systolic array with its own controller, simulated with a waveform.
 
-Imports one block, :class:`tcu_hw.blocks.systolic_array.SystolicArray`, and drives it with a
-small controller of its own: it pushes one weight tile ``[bias, row 0 … row 3]`` from a ROM
-(the last row first: each push shifts the chain, so the bias, pushed last, ends in the bias
-slot), then streams the input vectors from a second ROM, one per cycle, and stores each
-result in a RAM when it leaves the array n cycles later. The results are checked against
+Imports one block, :class:`tcu_hw.blocks.systolic_array.SystolicArray`, and wires it into a
+small design of its own with :func:`tcu_hw.blocks.stream.connect`. The controller has two
+output ports, ``push`` and ``feed`` (streams with the payloads of the array's ``weights`` and
+``input`` sinks): it pushes one weight tile ``[bias, row 0 … row 3]`` from a ROM (the last
+row first: each push shifts the chain, so the bias, pushed last, ends in the bias slot), then
+feeds the input vectors from a second ROM, one per cycle, each tagged with its index. The
+array's ``output`` stream goes to the result RAM's input port ``store``, which writes each
+result at its tag when it leaves the array n cycles later. The results are checked against
 :func:`tcu_hw.numeric.matmul`, the bit-exact reference (every processing element rounds half
 to even and saturates).
 
 ::
 
-    weights ROM ──load_valid/load_data──▶ ┌──────────────┐
-    inputs  ROM ──in_valid/in_data/tag──▶ │ SystolicArray │──out_valid/data/tag──▶ results RAM
+    weights ROM ─▶ push ══connect══▶ weights ┌───────────────┐
+    inputs  ROM ─▶ feed ══connect══▶ input   │ SystolicArray │ output ═connect═▶ store ─▶ RAM[tag]
+                   (data, tag)               └───────────────┘                (data, tag)
     controller: LOAD (n+1) → RUN (m) → DRAIN (n) → done
+
+Every stream here is always ready: the array takes a vector in every cycle and its output
+cannot wait (``connect`` refuses a sink that could hold ``ready`` low), so the controller
+never looks at a ``ready``.
 
     python examples/systolic_array_4x4.py [--vcd systolic.vcd] [--vectors 12]
 """
@@ -26,6 +34,7 @@ import pyrtl
 
 from sim.waves import memory_vectors, simulate_until
 from tcu_hw.blocks.lanes import to_int
+from tcu_hw.blocks.stream import connect
 from tcu_hw.blocks.systolic_array import SystolicArray
 from tcu_hw.numeric import data_type, matmul
 
@@ -34,7 +43,7 @@ DT = data_type("FP16BP8")
 
 
 def build(tile: np.ndarray, x: np.ndarray) -> tuple[pyrtl.Block, SystolicArray]:
-    """The design: array + controller + ROMs + a result RAM (outputs ``done``, ``cycle``)."""
+    """The design: array + controller + ROMs + a result RAM (outputs ``done``, ``out_valid``)."""
     w = DT.width
     m = len(x)
     block = pyrtl.Block()
@@ -49,6 +58,9 @@ def build(tile: np.ndarray, x: np.ndarray) -> tuple[pyrtl.Block, SystolicArray]:
                               asynchronous=True, pad_with_zeros=True)
         results = pyrtl.MemBlock(N * w, tag_bits, name="results", asynchronous=True)
 
+        # the controller's ports: sources that never wait, with the array's payloads
+        push = array.weights.peer("ctl_push")
+        feed = array.input.peer("ctl_feed")
         LOAD, RUN, DRAIN, DONE = 0, 1, 2, 3
         state = pyrtl.Register(2, "ctl_state")
         count = pyrtl.Register(max(tag_bits, 3) + 1, "ctl_count")
@@ -70,19 +82,22 @@ def build(tile: np.ndarray, x: np.ndarray) -> tuple[pyrtl.Block, SystolicArray]:
                     state.next |= DONE
                 with pyrtl.otherwise:
                     count.next |= count + 1
+        push.drive(state == LOAD, data=wrom[count[:3]])
+        feed.drive(state == RUN, data=xrom[count[:tag_bits]], tag=count[:tag_bits])
 
-        array.load_valid <<= state == LOAD
-        array.load_data <<= wrom[count[:3]]
-        array.in_valid <<= state == RUN
-        array.in_data <<= xrom[count[:tag_bits]]
-        array.in_tag <<= count[:tag_bits]
-        array.in_pass <<= 0
-        results[array.out_tag] <<= pyrtl.MemBlock.EnabledWrite(array.out_data,
-                                                               array.out_valid)
+        # the result RAM's port: a sink of the array's output payload, always ready
+        store = array.output.peer("results_in")
+        results[store.payload.tag] <<= pyrtl.MemBlock.EnabledWrite(store.payload.data,
+                                                                   store.valid)
+
+        connect(push, array.weights)
+        connect(feed, array.input)
+        connect(array.output, store)
+
         done = pyrtl.Output(1, "done")
         done <<= state == DONE
         probe = pyrtl.Output(1, "out_valid")
-        probe <<= array.out_valid
+        probe <<= array.output.valid
     return block, array
 
 

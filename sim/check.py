@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from tcu_hw.arch import PRESETS
+from tcu_hw.cli import pc_around, pc_window
 from tcu_hw.errors import ArtifactError, run_cli
 from tcu_hw.files import check_writable
 
@@ -51,10 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--vcd", metavar="WAVES.vcd",
                    help="pyrtl backend: write the waveform of the first run (with a GTKWave "
                         "save file next to it)")
-    from .run import _around, _window
-    p.add_argument("--window", type=_window, metavar="PC_FROM:PC_TO",
+    p.add_argument("--window", type=pc_window, metavar="PC_FROM:PC_TO",
                    help="program-counter window of the waveform (default: whole program)")
-    p.add_argument("--around", type=_around, metavar="PC[:RADIUS]",
+    p.add_argument("--around", type=pc_around, metavar="PC[:RADIUS]",
                    help="waveform window around one instruction")
     return p
 

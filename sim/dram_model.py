@@ -13,9 +13,9 @@ Latency, bandwidth and back-pressure are read from a small configuration memory 
 simulator serves every setting. The contents live in ``<name>_mem`` (one vector per entry,
 lane i at bits [i·W, (i+1)·W)).
 
-Connect: ``attach(port)`` with a :class:`~tcu_hw.blocks.dram_engine.DramEngine` port
-namespace. Outputs: ``idle`` (nothing queued or in progress), counters ``reads`` /
-``writes`` (vectors).
+Connect: ``connect(core.dram0, model.port)``: ``port`` is a
+:class:`~tcu_hw.blocks.stream.DramPort` (memory side). Outputs: ``idle`` (nothing queued or
+in progress), counters ``reads`` / ``writes`` (vectors).
 """
 
 from __future__ import annotations
@@ -23,28 +23,27 @@ from __future__ import annotations
 import pyrtl
 from pyrtl import Const, Register, WireVector
 
-from tcu_hw.blocks.dram_engine import PORT_FROM_CORE, port_wires
+from tcu_hw.blocks.stream import SINK, SOURCE, DramPort, Stream, Struct, named
 
 CONFIG_FIELDS = ("latency", "cycles_per_vector", "stall_threshold", "seed")
 
 
 class RingFifo:
-    """A FIFO in a memory (cheap to simulate for deep queues): enq/deq with valid/ready."""
+    """A FIFO in a memory (cheap to simulate for deep queues) of 2^depth_bits entries of
+    ``payload`` (a Struct or a width): ``enq`` (sink) and ``deq`` (source) streams."""
 
-    def __init__(self, width: int, depth_bits: int, name: str) -> None:
-        self.enq_valid = WireVector(1, f"{name}_enq_valid")
-        self.enq_data = WireVector(width, f"{name}_enq_data")
-        self.deq_ready = WireVector(1, f"{name}_deq_ready")
+    def __init__(self, payload, depth_bits: int, name: str) -> None:
+        self.enq = Stream(payload, f"{name}_enq", SINK)
+        self.deq = Stream(payload, f"{name}_deq", SOURCE)
+        width = self.enq.fields.width
         mem = pyrtl.MemBlock(width, depth_bits, f"{name}_mem", asynchronous=True)
         head = Register(depth_bits, f"{name}_head")
         tail = Register(depth_bits, f"{name}_tail")
         count = Register(depth_bits + 1, f"{name}_count")
-        self.enq_ready = count != (1 << depth_bits)
-        self.deq_valid = count != 0
-        self.deq_data = mem[head]
-        enq = self.enq_valid & self.enq_ready
-        deq = self.deq_valid & self.deq_ready
-        mem[tail] <<= pyrtl.MemBlock.EnabledWrite(self.enq_data, enq)
+        self.enq.ready <<= count != (1 << depth_bits)
+        self.deq.drive(count != 0, mem[head])
+        enq, deq = self.enq.fire, self.deq.fire
+        mem[tail] <<= pyrtl.MemBlock.EnabledWrite(self.enq.data, enq)
         tail.next <<= pyrtl.select(enq, (tail + 1)[:depth_bits], tail)
         head.next <<= pyrtl.select(deq, (head + 1)[:depth_bits], head)
         count.next <<= (count + enq - deq)[:depth_bits + 1]
@@ -71,22 +70,19 @@ class DramModel:
         rnd = [lfsr] + [pyrtl.concat(lfsr[:k], lfsr[k:]) for k in (5, 10)]
         stall = [(r < threshold[:16]) for r in rnd]
 
-        vars(self).update(port_wires(name, addr_bits, len_bits, width, PORT_FROM_CORE))
-
-        requests = RingFifo(1 + addr_bits + len_bits + 32, outstanding_bits, f"{name}_requests")
-        requests.enq_valid <<= self.req_valid & ~stall[0]
-        requests.enq_data <<= pyrtl.concat(clock, self.req_len, self.req_addr, self.req_write)
-        self.req_ready = requests.enq_ready & ~stall[0]
+        self.port = p = DramPort(addr_bits, len_bits, width, name, side="memory")
+        req = p.req
+        requests = RingFifo(Struct(write=1, addr=addr_bits, len=len_bits, time=32),
+                            outstanding_bits, f"{name}_requests")
+        requests.enq.drive(req.valid & ~stall[0], write=req.payload.write,
+                           addr=req.payload.addr, len=req.payload.len, time=clock)
+        req.ready <<= requests.enq.ready & ~stall[0]
         wq = RingFifo(width, 4, f"{name}_wdata_q")
-        wq.enq_valid <<= self.wdata_valid & ~stall[1]
-        wq.enq_data <<= self.wdata
-        self.wdata_ready = wq.enq_ready & ~stall[1]
+        wq.enq.drive(p.wdata.valid & ~stall[1], data=p.wdata.payload.data)
+        p.wdata.ready <<= wq.enq.ready & ~stall[1]
 
-        head = requests.deq_data
-        h_write = head[0]
-        h_addr = head[1:1 + addr_bits]
-        h_len = head[1 + addr_bits:1 + addr_bits + len_bits]
-        h_time = head[1 + addr_bits + len_bits:]
+        head = requests.deq.payload
+        h_write, h_addr, h_len, h_time = head.write, head.addr, head.len, head.time
         index = Register(len_bits, f"{name}_index")
         wait = Register(16, f"{name}_wait")             # cycles until the next vector may go
         ready_time = (h_time + latency)[:32]
@@ -94,29 +90,24 @@ class DramModel:
         paced = wait == 0
         addr = (h_addr + index.zero_extended(addr_bits))[:addr_bits] \
             if len_bits <= addr_bits else (h_addr.zero_extended(len_bits) + index)[:addr_bits]
-        go_read = requests.deq_valid & ~h_write & arrived & paced & ~stall[2]
-        self.rdata_valid = go_read
-        self.rdata = self.mem[addr]
-        read_fire = go_read & self.rdata_ready
-        go_write = requests.deq_valid & h_write & paced & wq.deq_valid
-        self.mem[addr] <<= pyrtl.MemBlock.EnabledWrite(wq.deq_data, go_write)
-        wq.deq_ready <<= go_write
+        go_read = requests.deq.valid & ~h_write & arrived & paced & ~stall[2]
+        p.rdata.drive(go_read, data=self.mem[addr])
+        read_fire = p.rdata.fire
+        go_write = requests.deq.valid & h_write & paced & wq.deq.valid
+        self.mem[addr] <<= pyrtl.MemBlock.EnabledWrite(wq.deq.payload.data, go_write)
+        wq.deq.ready <<= go_write
         moved = read_fire | go_write
         done = moved & (index == h_len)
-        requests.deq_ready <<= done
+        requests.deq.ready <<= done
         index.next <<= pyrtl.select(done, Const(0, len_bits),
                                     pyrtl.select(moved, (index + 1)[:len_bits], index))
         per = per_vector[:16]
         wait.next <<= pyrtl.select(moved & (per > 1), (per - 1)[:16],
                                    pyrtl.select(paced, wait, (wait - 1)[:16]))
-        self.idle = ~requests.deq_valid & ~wq.deq_valid
+        self.idle = named(~requests.deq.valid & ~wq.deq.valid, f"{name}_idle")
         reads = Register(32, f"{name}_reads")
         writes = Register(32, f"{name}_writes")
         reads.next <<= reads + read_fire
         writes.next <<= writes + go_write
-        self.reads, self.writes = reads, writes
-
-    def attach(self, port) -> None:
-        """Connect to a DramEngine port namespace (req_*, rdata*, wdata*)."""
-        from tcu_hw.blocks.dram_engine import connect_port
-        connect_port(port, self)
+        self.reads = named(reads, f"{name}_read_count")
+        self.writes = named(writes, f"{name}_write_count")

@@ -22,7 +22,6 @@ or, for a compiled model, :func:`sim.model.emulate`.
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from dataclasses import dataclass
 from typing import Sequence
@@ -409,7 +408,7 @@ class Emulator:
                 stats.vectors_by_kind[key] += 1
                 self._advance()
             return
-        if op is None or (op == SimdOp.LOOKUP and arch.lut_count == 0):
+        if int(ins.op) >= arch.layout.simd_op_count:      # 17 with LUTs, else 16
             self._fail(f"SIMD op {int(ins.op)} is not defined"
                        + (" (Lookup needs lut_count >= 1)" if op == SimdOp.LOOKUP else ""))
             return
@@ -467,7 +466,7 @@ class Emulator:
             self._fail(f"LoadLUT table {ins.table} does not exist (0 = keys, 1..{arch.lut_count} "
                        f"= values)")
             return
-        count = math.ceil(arch.lut_depth / self.n)
+        count = arch.layout.lut_vectors
         span = self._span("local", ins.local_address, ins.local_stride, count)
         if span is None:
             return

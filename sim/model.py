@@ -121,9 +121,6 @@ class ModelResult:
     events: list[Event] = field(default_factory=list)
     input_saturations: int = 0
 
-    def output_float(self, name: str) -> np.ndarray:
-        return numeric.to_float(self.outputs[name], self.model.arch.dtype)
-
 
 def prepare(emu: Emulator, model: TModel, consts_to_local: bool | None = None) -> None:
     """Load the model's constants into DRAM1 (or local memory)."""

@@ -26,11 +26,12 @@ import numpy as np
 from tcu_hw import numeric
 from tcu_hw.arch import Architecture
 from tcu_hw.errors import TcuError
-from tcu_hw.isa import ConfigRegister, Configure, DataMove, DataMoveKind, flush_probe
+from tcu_hw.isa import (DRAM_OFFSET_SHIFT, ConfigRegister, Configure, DataMove, DataMoveKind,
+                        flush_probe)
 
 from .model import consts_images, gather, load_program, place, probe_pattern
 
-ALIGN = 1 << 16
+ALIGN = 1 << DRAM_OFFSET_SHIFT      # a DRAM offset register counts 64 KiB units
 
 
 class BoardError(TcuError):
@@ -116,8 +117,8 @@ class PynqBackend:
             self._vectors(self.dram1, base, raw)
         self.dram1.flush()
         lay = self.arch.layout
-        head = [Configure(ConfigRegister.DRAM0_OFFSET, self.dram0.address >> 16),
-                Configure(ConfigRegister.DRAM1_OFFSET, self.dram1.address >> 16),
+        head = [Configure(ConfigRegister.DRAM0_OFFSET, self.dram0.address >> DRAM_OFFSET_SHIFT),
+                Configure(ConfigRegister.DRAM1_OFFSET, self.dram1.address >> DRAM_OFFSET_SHIFT),
                 Configure(ConfigRegister.TIMEOUT, self.timeout)]
         if model.consts_to_local:
             limit = 1 << lay.op2_addr_bits

@@ -29,6 +29,7 @@ import pyrtl
 
 from tcu_hw.arch import Architecture, Options
 from tcu_hw.blocks import lanes
+from tcu_hw.blocks.stream import connect
 from tcu_hw.core import Core
 from tcu_hw.errors import TcuError
 from tcu_hw.isa import Instruction, Layout, clog2
@@ -103,29 +104,28 @@ class PyrtlCore:
             length = config[pyrtl.Const(0, 1)]
             fetch = pyrtl.Register(program_bits + 1, "tb_fetch")
             more = fetch < length
-            core.instr_valid <<= more
-            core.instr_data <<= prog[fetch[:program_bits]]
-            fetch.next <<= fetch + (more & core.instr_ready)
+            core.instructions.drive(more, data=prog[fetch[:program_bits]])
+            fetch.next <<= fetch + core.instructions.fire
             clock = pyrtl.Register(32, "tb_clock")
             clock.next <<= clock + 1
-            size_bits = core.dram0.req_len.bitwidth
+            size_bits = core.dram0.req.payload.len.bitwidth
             self.drams = []
             for k, port in enumerate((core.dram0, core.dram1)):
-                bits = port.req_addr.bitwidth
+                bits = port.req.payload.addr.bitwidth
                 model = DramModel(bits, n * w, size_bits, f"tb_dram{k}", outstanding_bits,
                                   clock=clock)
-                model.attach(port)
+                connect(port, model.port)
                 self.drams.append(model)
             done = ~more & core.idle & self.drams[0].idle & self.drams[1].idle
-            if core.sampler is not None:
+            if core.samples is not None:
                 # keep every sample (the consumer is always ready) in a ring of 4096 words
-                core.sample_tready <<= 1
+                out = core.samples
+                out.ready <<= 1
                 samples = pyrtl.MemBlock(65, 12, "tb_samples")
                 taken = pyrtl.Register(32, "tb_sample_count")
-                taken.next <<= taken + (core.sample_tvalid & ~done)
+                taken.next <<= taken + (out.valid & ~done)
                 samples[taken[:12]] <<= pyrtl.MemBlock.EnabledWrite(
-                    pyrtl.concat(core.sample_tlast, core.sample_tdata),
-                    core.sample_tvalid & ~done)
+                    pyrtl.concat(out.payload.last, out.payload.data), out.valid & ~done)
                 count_out = pyrtl.Output(32, "samples")
                 count_out <<= taken
             st = core.status
@@ -161,9 +161,6 @@ class PyrtlCore:
         self._fresh = True
 
     # ----------------------------------------------------------------------- memories
-    def _vector_memory(self, name: str) -> np.ndarray:
-        return self.sim.memory(name)
-
     def _write_vectors(self, mem: str, base: int, raw) -> None:
         raw = np.asarray(raw, dtype=np.int64).reshape(-1, self.arch.array_size)
         view = self.sim.memory(mem)

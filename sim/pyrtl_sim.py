@@ -12,7 +12,9 @@ outputs through Python every cycle. :class:`ArraySimulation` changes three thing
   compilation serves many runs (the design's state lives in the library's globals).
 
 It relies on PyRTL 1.0's code generator (it replaces the memory helpers and the memory
-declarations); :func:`check_pyrtl` says clearly when the installed PyRTL does not fit.
+declarations). Every private PyRTL name it overrides, calls or reads is declared in
+:data:`tcu_hw.pyrtl_compat.HOOKS` and checked when a simulation is built, so an unfit PyRTL
+gives one clear error.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ import tempfile
 
 import numpy as np
 import pyrtl
-from pyrtl.compilesim import CompiledSimulation
+
+from tcu_hw.pyrtl_compat import check_compiled_simulation, unload_library
 
 #: Refuse memory models larger than this (bytes of C array).
 MAX_MEMORY_BYTES = 1 << 32
@@ -54,18 +57,7 @@ val_t *mem_data(arrmem_t *m) { return m->data; }
 """
 
 
-def check_pyrtl() -> None:
-    """Raise a clear error if PyRTL's code generator is not the one this module extends."""
-    needed = ("_declare_mem_helpers", "_declare_mems", "_build_mem_read", "_create_code",
-              "_limbs", "_limb_name", "_make_mask")
-    missing = [m for m in needed if not hasattr(CompiledSimulation, m)]
-    if missing:
-        raise RuntimeError(f"PyRTL {getattr(pyrtl, '__version__', '?')} has no "
-                           f"CompiledSimulation.{', '.join(missing)}; sim.pyrtl_sim needs "
-                           f"PyRTL 1.0 (pip install 'pyrtl>=1.0,<1.1')")
-
-
-class ArraySimulation(CompiledSimulation):
+class ArraySimulation(pyrtl.CompiledSimulation):
     """CompiledSimulation with array memories, chunked runs and cheap resets.
 
     ``trace``: names of Outputs to return from :meth:`run_cycles` (all Outputs by default).
@@ -76,7 +68,7 @@ class ArraySimulation(CompiledSimulation):
     def __init__(self, block: pyrtl.Block | None = None, opt: str = "-O1",
                  register_value_map=None) -> None:
         self._dll = self._dir = None
-        check_pyrtl()
+        check_compiled_simulation(type(self))
         self._opt = opt
         self._so_master: str | None = None
         self._so_loaded: str | None = None
@@ -139,8 +131,7 @@ class ArraySimulation(CompiledSimulation):
 
     def _load(self, fresh_copy: bool) -> None:
         if self._dll is not None:
-            import _ctypes
-            _ctypes.dlclose(self._dll._handle)
+            unload_library(self._dll)
             self._dll = None
             if self._so_loaded and self._so_loaded != self._so_master:
                 os.unlink(self._so_loaded)
@@ -249,14 +240,3 @@ class ArraySimulation(CompiledSimulation):
         except Exception:            # interpreter shutdown: modules may already be gone
             pass
 
-
-def pack_limbs(values, bits: int) -> np.ndarray:
-    """Unsigned integers (each < 2**bits) → (k, limbs) uint64 array for :meth:`memory`."""
-    limbs = (bits + 63) // 64
-    out = np.zeros((len(values), limbs), dtype=np.uint64)
-    for k, v in enumerate(values):
-        v = int(v)
-        for limb in range(limbs):
-            out[k, limb] = v & ((1 << 64) - 1)
-            v >>= 64
-    return out

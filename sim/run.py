@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from tcu_hw.cli import pc_around, pc_window
 from tcu_hw.errors import ArtifactError, run_cli
 from tcu_hw.files import check_writable
 
@@ -31,28 +32,6 @@ from .backends import SIMULATED as BACKENDS
 from .backends import SimOptions, SimulatedBackend, waveform_window
 from .model import (check_output_paths, emulate, format_outputs, load_model, read_input_csvs,
                     split_paths, write_output_csvs)
-
-
-def _window(text: str) -> tuple[int, int]:
-    try:
-        a, b = (int(v, 0) for v in text.split(":"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected PC_FROM:PC_TO, got {text!r}") from None
-    if a < 0 or b < a:
-        raise argparse.ArgumentTypeError(f"window {text!r} must have 0 <= PC_FROM <= PC_TO")
-    return a, b
-
-
-def _around(text: str) -> tuple[int, int]:
-    """``PC[:RADIUS]`` → the window PC-RADIUS .. PC+RADIUS (radius 4 by default)."""
-    try:
-        pc, _, r = text.partition(":")
-        pc, r = int(pc, 0), int(r, 0) if r else 4
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected PC[:RADIUS], got {text!r}") from None
-    if pc < 0 or r < 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: PC and RADIUS must be >= 0")
-    return max(0, pc - r), pc + r
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -66,9 +45,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--raw", action="store_true", help="raw fixed-point integers")
     p.add_argument("--stats", metavar="STATS.json", help="write cycles and counters as JSON")
     p.add_argument("--vcd", metavar="WAVES.vcd", help="write a waveform (pyrtl backend)")
-    p.add_argument("--window", type=_window, metavar="PC_FROM:PC_TO",
+    p.add_argument("--window", type=pc_window, metavar="PC_FROM:PC_TO",
                    help="program-counter window of the waveform (default: whole program)")
-    p.add_argument("--around", type=_around, metavar="PC[:RADIUS]",
+    p.add_argument("--around", type=pc_around, metavar="PC[:RADIUS]",
                    help="waveform window around one instruction (default radius 4)")
     p.add_argument("--latency", type=int, default=20, help="DRAM read latency in cycles")
     p.add_argument("--cycles-per-vector", type=int, default=1,

@@ -392,7 +392,3 @@ def architecture_params_h(arch: Architecture) -> str:
                   ("TENSIL_ARCHITECTURE_LUT_DEPTH", str(arch.lut_depth))]
     return "#pragma once\n\n" + "".join(f"#define {k:<41} {v}\n" for k, v in lines)
 
-
-def write_architecture_params_h(path, arch: Architecture) -> None:
-    write_atomic(path, architecture_params_h(arch))
-

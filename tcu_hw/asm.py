@@ -19,6 +19,8 @@ stride code is the exponent: step 2^code), ``size`` is the encoded field (count 
 
 Listings (:func:`listing`) prefix each line with its index (``12:``) and may end it with a
 ``;`` comment; :func:`assemble` accepts both, so a listing assembles back to the program.
+
+Run ``python -m tcu_hw.asm --arch ARCH PROGRAM.tprog`` for the listing of a program.
 """
 
 from __future__ import annotations
@@ -277,3 +279,44 @@ def assemble(text: str, source: str = "<assembly>", layout: Layout | None = None
             raise AssemblyError(f"{source}:{lineno}: {e}: {line.strip()!r}") from None
         program.append(instr)
     return program
+
+
+# ------------------------------------------------------------------------------ disassembler
+
+def build_parser():
+    import argparse
+    parser = argparse.ArgumentParser(
+        prog="python -m tcu_hw.asm",
+        description="Disassemble a .tprog into the tcu_hw assembly text (one instruction per "
+                    "line, prefixed by its index; the text assembles back with tcu_hw.asm).")
+    parser.add_argument("program", metavar="PROGRAM.tprog", help="program file")
+    parser.add_argument("-a", "--arch", required=True,
+                        help="architecture: a .tarch path or a preset name")
+    parser.add_argument("--bytes", action="store_true",
+                        help="also show each instruction's bytes in file order")
+    return parser
+
+
+def main(argv=None) -> int:
+    """``python -m tcu_hw.asm --arch ARCH PROGRAM.tprog``: print the program's listing."""
+    import sys
+
+    from .arch import resolve_arch
+    from .errors import run_cli
+    from .isa import read_program
+
+    def disassemble(args) -> int:
+        arch = resolve_arch(args.arch)
+        program = read_program(args.program, arch.layout)
+        for line in listing(program, arch.layout, show_bytes=args.bytes):
+            sys.stdout.write(line + "\n")
+        return 0
+
+    return run_cli(build_parser(), disassemble, argv)
+
+
+if __name__ == "__main__":
+    # Run the canonical module's main: under ``python -m`` this file is also loaded as
+    # ``__main__``, whose classes would differ from those the rest of the package imports.
+    from tcu_hw.asm import main as _main
+    raise SystemExit(_main())

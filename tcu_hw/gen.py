@@ -28,19 +28,11 @@ from pathlib import Path
 
 from .arch import MEM_IMPLS, PRESETS, Architecture, Options, arch_stem, resolve_arch
 from .artifacts import architecture_params_h
+from .cli import boolean
 from .errors import OptionsError, run_cli
 from .files import write_all_atomic
 
 RULE = "-" * 70
-
-
-def _bool(text: str) -> bool:
-    t = text.lower()
-    if t in ("true", "yes", "1", "on"):
-        return True
-    if t in ("false", "no", "0", "off"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
 def rtl_summary(arch: Architecture) -> str:
@@ -78,7 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="AXI data width in bits, a power of two 32..1024 (default 64)")
     p.add_argument("-t", "--target-dir", default=".", metavar="OUTDIR",
                    help="output directory, created if missing (default .)")
-    p.add_argument("-s", "--summary", nargs="?", const=True, default=False, type=_bool,
+    p.add_argument("-s", "--summary", nargs="?", const=True, default=False, type=boolean,
                    metavar="true|false", help="print the RTL SUMMARY table")
     p.add_argument("--sample-block-size", type=int, default=0, metavar="N",
                    help="build the performance sampler with N words per block (0: no sampler)")

@@ -13,11 +13,12 @@ slices instruction words with the same object, so no width is derived twice. Enc
 that each field fits its bit field; semantic checks (addresses beyond a memory, reserved kinds)
 are the executor's (TCU.md §4.8).
 
-Run ``python -m tcu_hw.isa --arch ARCH PROGRAM.tprog`` for a listing.
+The disassembler (``python -m tcu_hw.asm --arch ARCH PROGRAM.tprog``) is in :mod:`tcu_hw.asm`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import functools
 from dataclasses import dataclass
@@ -100,6 +101,31 @@ class SimdOp(enum.IntEnum):
         """Tensil's name: ``NoOp``, ``GreaterThanEqual``, ..."""
         return _SIMD_LABELS[self]
 
+    @staticmethod
+    def defined_count(lut_count: int) -> int:
+        """How many op codes are defined (0 .. count-1): 17 with lookup tables, else 16."""
+        return int(SimdOp.LOOKUP) + 1 if lut_count > 0 else int(SimdOp.LOOKUP)
+
+
+def simd_op_bits(lut_count: int) -> int:
+    """Width of the SIMD op field: 5 bits with lookup tables (op 16 = Lookup), else 4."""
+    return 5 if lut_count > 0 else 4
+
+
+def simd_selector_bits(registers: int) -> int:
+    """Width of a SIMD source/destination selector: 0 = the input/output, 1..registers."""
+    return clog2(registers + 1)
+
+
+def lut_table_bits(lut_count: int) -> int:
+    """Width of a LoadLUT table number: 0 = the keys, 1..lut_count = the value tables."""
+    return clog2(lut_count + 1)
+
+
+def lut_vectors(lut_depth: int, array_size: int) -> int:
+    """Local-memory vectors of one lookup table: what a LoadLUT reads (TCU.md §4.6)."""
+    return -(-lut_depth // array_size)
+
 
 _SIMD_LABELS = {
     SimdOp.NOOP: "NoOp", SimdOp.ZERO: "Zero", SimdOp.MOVE: "Move", SimdOp.NOT: "Not",
@@ -120,16 +146,23 @@ SIMD_USES_RIGHT = frozenset({SimdOp.AND, SimdOp.OR, SimdOp.ADD, SimdOp.SUBTRACT,
                              SimdOp.MIN, SimdOp.MAX})
 
 
-class MatMulFlag(enum.IntFlag):
+class _FlagBits(enum.IntFlag):
+    @property
+    def bit(self) -> int:
+        """The position of this one-bit flag in the 4-bit flags field."""
+        return int(self).bit_length() - 1
+
+
+class MatMulFlag(_FlagBits):
     ACCUMULATE = 1
     ZEROES = 2
 
 
-class LoadWeightsFlag(enum.IntFlag):
+class LoadWeightsFlag(_FlagBits):
     ZEROES = 1
 
 
-class SimdFlag(enum.IntFlag):
+class SimdFlag(_FlagBits):
     READ = 1
     WRITE = 2
     ACCUMULATE = 4
@@ -175,9 +208,89 @@ CONFIG_REGISTER_SPEC = {
 #: Width of the Configure value field (bits 31:4 of the operand area).
 CONFIG_VALUE_BITS = 28
 
+#: A DRAM offset register holds the upper bits of a byte address: base = offset << 16.
+DRAM_OFFSET_SHIFT = 16
+
 
 # --------------------------------------------------------------------------------------------
 # Layout
+
+
+@dataclass(frozen=True)
+class Field:
+    """One bit field of an instruction word: ``width`` bits from bit ``shift`` (bit 0 = LSB).
+
+    :meth:`get` reads it from an integer word; hardware slices the same bits of its word wire
+    (``word[field.shift:field.end]``, see :func:`tcu_hw.blocks.decoder.field`).
+    """
+
+    name: str
+    shift: int
+    width: int
+
+    @property
+    def end(self) -> int:
+        return self.shift + self.width
+
+    @property
+    def mask(self) -> int:
+        return (1 << self.width) - 1
+
+    def get(self, word: int) -> int:
+        return (word >> self.shift) & self.mask
+
+
+@dataclass(frozen=True)
+class Fields:
+    """Every field of an instruction word for one layout (positions within the whole word).
+
+    ``address0``/``stride0`` (operand 0): the local address and stride code of MatMul,
+    DataMove, LoadWeights and LoadLUT, the SIMD write address. ``address1``/``stride1``
+    (operand 1): the accumulator or DRAM address and stride code; also the LoadWeights count
+    (vectors − 1), the LoadLUT table and the SIMD read address. ``size`` (operand 2): vectors −
+    1 of MatMul and DataMove. ``simd_*``: the SIMD sub-instruction in operand 2. ``config_*``:
+    the low 32 bits of the operand area of a Configure. ``operands``: the whole operand area.
+    """
+
+    opcode: Field
+    flags: Field
+    operands: Field
+    operand0: Field
+    operand1: Field
+    operand2: Field
+    address0: Field
+    stride0: Field
+    address1: Field
+    stride1: Field
+    size: Field
+    simd_dest: Field
+    simd_right: Field
+    simd_left: Field
+    simd_op: Field
+    config_register: Field
+    config_value: Field
+
+    def all(self) -> list[Field]:
+        return [getattr(self, f.name) for f in dataclasses.fields(self)]
+
+
+@dataclass(frozen=True)
+class HardwareWidths:
+    """Widths the hardware carries for the fields of a layout: each at least 1 bit (PyRTL has
+    no zero-width wires). ``L``/``A``: local and accumulator addresses; ``D``: the wider DRAM
+    address; ``S0``/``S1``: stride codes; ``size``: a vector count − 1 of any instruction
+    (operand 2, the LoadWeights count in operand 1, a lookup table's vectors); ``R``: a SIMD
+    register selector; ``op``: a SIMD op; ``table``: a LoadLUT table number."""
+
+    L: int  # noqa: N815 - the spec's names
+    A: int  # noqa: N815
+    D: int  # noqa: N815
+    S0: int  # noqa: N815
+    S1: int  # noqa: N815
+    size: int
+    R: int  # noqa: N815
+    op: int
+    table: int
 
 
 @dataclass(frozen=True)
@@ -186,7 +299,9 @@ class Layout:
 
     Build it with :meth:`of` from an :class:`~tcu_hw.arch.Architecture` or with
     :meth:`from_depths` from the raw depths (any size, e.g. Tensil's 2^62 test architectures).
-    Depths are kept so that executors can wrap and check addresses with the same object.
+    Depths are kept so that executors can wrap and check addresses with the same object;
+    ``array_size`` and ``lut_depth`` give the vectors a LoadLUT reads (:attr:`lut_vectors`).
+    Every field's position is in :attr:`fields`; the hardware's widths in :attr:`hardware`.
     """
 
     local_depth: int
@@ -197,23 +312,25 @@ class Layout:
     stride1_depth: int
     simd_registers_depth: int
     lut_count: int = 0
+    lut_depth: int = 0
+    array_size: int = 1
 
     @classmethod
     def from_depths(cls, *, local_depth, accumulator_depth, dram0_depth, dram1_depth,
                     stride0_depth, stride1_depth, simd_registers_depth, lut_count=0,
-                    **_ignored) -> "Layout":
-        """A layout from depths (extra keys such as ``array_size`` are ignored, so a `.tarch`
+                    lut_depth=0, array_size=1, **_ignored) -> "Layout":
+        """A layout from depths (extra keys such as ``data_type`` are ignored, so a `.tarch`
         dict can be passed with ``**``)."""
         return cls(int(local_depth), int(accumulator_depth), int(dram0_depth), int(dram1_depth),
                    int(stride0_depth), int(stride1_depth), int(simd_registers_depth),
-                   int(lut_count))
+                   int(lut_count), int(lut_depth), int(array_size))
 
     @classmethod
     def of(cls, arch) -> "Layout":
         """The layout of an :class:`~tcu_hw.arch.Architecture`."""
         return cls(arch.local_depth, arch.accumulator_depth, arch.dram0_depth, arch.dram1_depth,
                    arch.stride0_depth, arch.stride1_depth, arch.simd_registers_depth,
-                   arch.lut_count)
+                   arch.lut_count, arch.lut_depth, arch.array_size)
 
     # memory address widths
     @functools.cached_property
@@ -243,11 +360,21 @@ class Layout:
     @functools.cached_property
     def R(self) -> int:  # noqa: N802
         """Width of a SIMD register selector."""
-        return clog2(self.simd_registers_depth + 1)
+        return simd_selector_bits(self.simd_registers_depth)
 
     @functools.cached_property
     def simd_op_bits(self) -> int:
-        return 5 if self.lut_count > 0 else 4
+        return simd_op_bits(self.lut_count)
+
+    @functools.cached_property
+    def simd_op_count(self) -> int:
+        """SIMD ops 0 .. simd_op_count - 1 are defined (:meth:`SimdOp.defined_count`)."""
+        return SimdOp.defined_count(self.lut_count)
+
+    @functools.cached_property
+    def lut_vectors(self) -> int:
+        """Vectors a LoadLUT reads from local memory (0 without lookup tables)."""
+        return lut_vectors(self.lut_depth, self.array_size) if self.lut_count else 0
 
     @functools.cached_property
     def simd_bits(self) -> int:
@@ -309,6 +436,39 @@ class Layout:
         """Bits available to a Configure value (28, fewer when the operand area is narrow)."""
         return max(0, min(CONFIG_VALUE_BITS, self.operand_bits - 4))
 
+    @functools.cached_property
+    def fields(self) -> Fields:
+        """Every field's position in the instruction word."""
+        o1, o2, r = self.operand1_shift, self.operand2_shift, self.R
+        a0, a1 = self.op0_addr_bits, self.op1_addr_bits
+        return Fields(
+            opcode=Field("opcode", self.opcode_shift, 4),
+            flags=Field("flags", self.flags_shift, 4),
+            operands=Field("operands", 0, self.operand_bits),
+            operand0=Field("operand0", 0, self.operand0_bits),
+            operand1=Field("operand1", o1, self.operand1_bits),
+            operand2=Field("operand2", o2, self.operand2_bits),
+            address0=Field("address0", 0, a0),
+            stride0=Field("stride0", a0, self.S0),
+            address1=Field("address1", o1, a1),
+            stride1=Field("stride1", o1 + a1, self.S1),
+            size=Field("size", o2, self.op2_addr_bits),
+            simd_dest=Field("simd_dest", o2, r),
+            simd_right=Field("simd_right", o2 + r, r),
+            simd_left=Field("simd_left", o2 + 2 * r, r),
+            simd_op=Field("simd_op", o2 + 3 * r, self.simd_op_bits),
+            config_register=Field("config_register", 0, 4),
+            config_value=Field("config_value", 4, self.config_value_bits))
+
+    @functools.cached_property
+    def hardware(self) -> HardwareWidths:
+        """The widths the hardware's records carry (each at least one bit)."""
+        return HardwareWidths(
+            L=max(self.L, 1), A=max(self.A, 1), D=max(self.D0, self.D1, 1),
+            S0=max(self.S0, 1), S1=max(self.S1, 1),
+            size=max(self.op2_addr_bits, self.op1_addr_bits, clog2(max(self.lut_vectors, 1)), 1),
+            R=max(self.R, 1), op=self.simd_op_bits, table=max(lut_table_bits(self.lut_count), 1))
+
     def as_dict(self) -> dict:
         """The derived widths with the names used by the conformance data."""
         return {"L": self.L, "A": self.A, "D0": self.D0, "D1": self.D1, "S0": self.S0,
@@ -321,9 +481,14 @@ class Layout:
     # ---------------------------------------------------------------- whole instructions
     def encode_word(self, instr: "Instruction") -> int:
         """The instruction as one integer (check every field fits)."""
-        flags, op0, op1, op2 = instr.to_operands(self)
-        return ((int(instr.opcode) << self.opcode_shift) | (flags << self.flags_shift)
-                | (op2 << self.operand2_shift) | (op1 << self.operand1_shift) | op0)
+        f = self.fields
+        instr._check_header()
+        word = (_check(instr, instr._opcode_name, instr.opcode, 4) << f.opcode.shift) | \
+            (_check(instr, instr._flags_name, instr.flags, 4) << f.flags.shift)
+        for field_name, attr in instr.FIELDS:
+            field = getattr(f, field_name)
+            word |= _check(instr, attr, getattr(instr, attr), field.width) << field.shift
+        return word
 
     def encode(self, instr: "Instruction") -> bytes:
         """The instruction's bytes in `.tprog` order (least significant byte first)."""
@@ -331,15 +496,20 @@ class Layout:
 
     def decode_word(self, word: int) -> "Instruction":
         """Decode one instruction integer."""
-        opcode = (word >> self.opcode_shift) & 0xF
-        flags = (word >> self.flags_shift) & 0xF
-        op0 = word & _mask(self.operand0_bits)
-        op1 = (word >> self.operand1_shift) & _mask(self.operand1_bits)
-        op2 = (word >> self.operand2_shift) & _mask(self.operand2_bits)
-        cls = _BY_OPCODE.get(opcode)
-        if cls is None:
-            return Illegal(opcode, flags, word & _mask(self.operand_bits))
-        return cls.from_operands(self, flags, op0, op1, op2)
+        f = self.fields
+        opcode, flags = f.opcode.get(word), f.flags.get(word)
+        cls, slots = self._decoders.get(opcode, (Illegal, ()))
+        if cls is Illegal:
+            return Illegal(opcode, flags, f.operands.get(word))
+        return cls._from_fields(flags, {attr: (word >> shift) & mask
+                                        for attr, shift, mask in slots})
+
+    @functools.cached_property
+    def _decoders(self) -> dict:
+        """opcode → (class, [(attribute, shift, mask)]): :meth:`decode_word` without lookups."""
+        return {code: (cls, [(attr, getattr(self.fields, name).shift,
+                              getattr(self.fields, name).mask) for name, attr in cls.FIELDS])
+                for code, cls in _BY_OPCODE.items()}
 
     def decode(self, data: bytes) -> "Instruction":
         """Decode one instruction from its `.tprog` bytes."""
@@ -372,12 +542,14 @@ class Layout:
         return out
 
 
-def _mask(bits: int) -> int:
-    return (1 << bits) - 1
-
-
 _KINDS = {int(k): k for k in DataMoveKind}
 _SIMD_OPS = {int(op): op for op in SimdOp}
+_CONFIG_REGISTERS = {int(r): r for r in ConfigRegister}
+# plain ints: decoding tests flags without enum arithmetic (a program has 10^5 instructions)
+_MM_ACCUMULATE, _MM_ZEROES = int(MatMulFlag.ACCUMULATE), int(MatMulFlag.ZEROES)
+_LW_ZEROES = int(LoadWeightsFlag.ZEROES)
+_SIMD_READ, _SIMD_WRITE, _SIMD_ACCUMULATE = (int(SimdFlag.READ), int(SimdFlag.WRITE),
+                                             int(SimdFlag.ACCUMULATE))
 
 
 def _check(instr, name: str, value, bits: int) -> int:
@@ -389,39 +561,34 @@ def _check(instr, name: str, value, bits: int) -> int:
     return int(value)
 
 
-def _addr_operand(instr, layout: Layout, which: int, addr_name: str, stride_name: str) -> int:
-    abits = layout.op0_addr_bits if which == 0 else layout.op1_addr_bits
-    sbits = layout.S0 if which == 0 else layout.S1
-    addr = _check(instr, addr_name, getattr(instr, addr_name), abits)
-    stride = _check(instr, stride_name, getattr(instr, stride_name), sbits)
-    return (stride << abits) | addr
-
-
-def _split_addr(layout: Layout, which: int, operand: int) -> tuple[int, int]:
-    abits = layout.op0_addr_bits if which == 0 else layout.op1_addr_bits
-    sbits = layout.S0 if which == 0 else layout.S1
-    return operand & _mask(abits), (operand >> abits) & _mask(sbits)
-
-
 # --------------------------------------------------------------------------------------------
 # Instructions
 
+_LOCAL = (("address0", "local_address"), ("stride0", "local_stride"))
+
 
 class Instruction:
-    """Base of the typed instructions. Subclasses are frozen dataclasses."""
+    """Base of the typed instructions. Subclasses are frozen dataclasses.
+
+    ``FIELDS`` maps :class:`Fields` names to attributes: :meth:`Layout.encode_word` checks
+    and places them, :meth:`Layout.decode_word` reads them back (``_from_fields`` adds what
+    the flags say)."""
 
     opcode: ClassVar[int]
+    FIELDS: ClassVar[tuple[tuple[str, str], ...]] = ()
+    _opcode_name: ClassVar[str] = "opcode"
+    _flags_name: ClassVar[str] = "flags"
 
     @property
     def flags(self) -> int:
         return 0
 
-    def to_operands(self, layout: Layout) -> tuple[int, int, int, int]:
-        raise NotImplementedError
+    def _check_header(self) -> None:
+        """Refuse what the opcode and flags fields cannot say (before encoding)."""
 
     @classmethod
-    def from_operands(cls, layout: Layout, flags: int, op0: int, op1: int, op2: int):
-        raise NotImplementedError
+    def _from_fields(cls, flags: int, values: dict) -> "Instruction":
+        return cls(**values)
 
     @property
     def name(self) -> str:
@@ -434,11 +601,8 @@ class NoOp(Instruction):
 
     opcode: ClassVar[int] = Opcode.NOOP
 
-    def to_operands(self, layout):
-        return 0, 0, 0, 0
-
     @classmethod
-    def from_operands(cls, layout, flags, op0, op1, op2):
+    def _from_fields(cls, flags, values):
         return cls()
 
 
@@ -454,24 +618,18 @@ class MatMul(Instruction):
     accumulate: bool = False
     zeroes: bool = False
     opcode: ClassVar[int] = Opcode.MATMUL
+    FIELDS: ClassVar = _LOCAL + (("address1", "accumulator_address"),
+                                 ("stride1", "accumulator_stride"), ("size", "size"))
 
     @property
     def flags(self) -> int:
         return (MatMulFlag.ACCUMULATE if self.accumulate else 0) | \
                (MatMulFlag.ZEROES if self.zeroes else 0)
 
-    def to_operands(self, layout):
-        return (int(self.flags),
-                _addr_operand(self, layout, 0, "local_address", "local_stride"),
-                _addr_operand(self, layout, 1, "accumulator_address", "accumulator_stride"),
-                _check(self, "size", self.size, layout.op2_addr_bits))
-
     @classmethod
-    def from_operands(cls, layout, flags, op0, op1, op2):
-        la, ls = _split_addr(layout, 0, op0)
-        aa, as_ = _split_addr(layout, 1, op1)
-        return cls(la, ls, aa, as_, op2 & _mask(layout.op2_addr_bits),
-                   bool(flags & 1), bool(flags & 2))
+    def _from_fields(cls, flags, values):
+        return cls(**values, accumulate=bool(flags & _MM_ACCUMULATE),
+                   zeroes=bool(flags & _MM_ZEROES))
 
 
 @dataclass(frozen=True)
@@ -489,10 +647,13 @@ class DataMove(Instruction):
     other_stride: int = 0
     size: int = 0
     opcode: ClassVar[int] = Opcode.DATA_MOVE
+    FIELDS: ClassVar = _LOCAL + (("address1", "other_address"), ("stride1", "other_stride"),
+                                 ("size", "size"))
+    _flags_name: ClassVar[str] = "kind"
 
     @property
     def flags(self) -> int:
-        return int(self.kind)
+        return self.kind
 
     @property
     def known_kind(self) -> DataMoveKind | None:
@@ -501,43 +662,31 @@ class DataMove(Instruction):
         except ValueError:
             return None
 
-    def to_operands(self, layout):
-        return (_check(self, "kind", int(self.kind), 4),
-                _addr_operand(self, layout, 0, "local_address", "local_stride"),
-                _addr_operand(self, layout, 1, "other_address", "other_stride"),
-                _check(self, "size", self.size, layout.op2_addr_bits))
-
     @classmethod
-    def from_operands(cls, layout, flags, op0, op1, op2):
-        la, ls = _split_addr(layout, 0, op0)
-        oa, os_ = _split_addr(layout, 1, op1)
-        return cls(_KINDS.get(flags, flags), la, ls, oa, os_, op2 & _mask(layout.op2_addr_bits))
+    def _from_fields(cls, flags, values):
+        return cls(_KINDS.get(flags, flags), **values)
 
 
 @dataclass(frozen=True)
 class LoadWeights(Instruction):
-    """Push size+1 vectors into the array's weight chain, read top-down from local (§4.3)."""
+    """Push size+1 vectors into the array's weight chain, read top-down from local (§4.3).
+
+    The count sits in operand 1 (``Fields.address1``)."""
 
     local_address: int = 0
     local_stride: int = 0
     size: int = 0
     zeroes: bool = False
     opcode: ClassVar[int] = Opcode.LOAD_WEIGHTS
+    FIELDS: ClassVar = _LOCAL + (("address1", "size"),)
 
     @property
     def flags(self) -> int:
         return int(LoadWeightsFlag.ZEROES) if self.zeroes else 0
 
-    def to_operands(self, layout):
-        return (self.flags,
-                _addr_operand(self, layout, 0, "local_address", "local_stride"),
-                _check(self, "size", self.size, layout.op1_addr_bits),
-                0)
-
     @classmethod
-    def from_operands(cls, layout, flags, op0, op1, op2):
-        la, ls = _split_addr(layout, 0, op0)
-        return cls(la, ls, op1 & _mask(layout.op1_addr_bits), bool(flags & 1))
+    def _from_fields(cls, flags, values):
+        return cls(**values, zeroes=bool(flags & _LW_ZEROES))
 
 
 @dataclass(frozen=True)
@@ -559,6 +708,9 @@ class SIMD(Instruction):
     write: bool = False
     accumulate: bool = False
     opcode: ClassVar[int] = Opcode.SIMD
+    FIELDS: ClassVar = (("address0", "write_address"), ("address1", "read_address"),
+                        ("simd_op", "op"), ("simd_left", "left"), ("simd_right", "right"),
+                        ("simd_dest", "dest"))
 
     @property
     def flags(self) -> int:
@@ -573,50 +725,27 @@ class SIMD(Instruction):
             return None
 
     def subinstruction(self, layout: Layout) -> int:
-        """The SIMD sub-instruction (operand2) for this layout."""
-        r = layout.R
-        op = _check(self, "op", int(self.op), layout.simd_op_bits)
-        left = _check(self, "left", self.left, r)
-        right = _check(self, "right", self.right, r)
-        dest = _check(self, "dest", self.dest, r)
-        return (((op << r | left) << r | right) << r) | dest
-
-    def to_operands(self, layout):
-        return (int(self.flags),
-                _check(self, "write_address", self.write_address, layout.op0_addr_bits),
-                _check(self, "read_address", self.read_address, layout.op1_addr_bits),
-                self.subinstruction(layout))
+        """The SIMD sub-instruction (operand 2) for this layout."""
+        return layout.fields.operand2.get(layout.encode_word(self))
 
     @classmethod
-    def from_operands(cls, layout, flags, op0, op1, op2):
-        r = layout.R
-        dest = op2 & _mask(r)
-        right = (op2 >> r) & _mask(r)
-        left = (op2 >> 2 * r) & _mask(r)
-        op = (op2 >> 3 * r) & _mask(layout.simd_op_bits)
-        return cls(_SIMD_OPS.get(op, op), left, right, dest,
-                   read_address=op1 & _mask(layout.op1_addr_bits),
-                   write_address=op0 & _mask(layout.op0_addr_bits),
-                   read=bool(flags & 1), write=bool(flags & 2), accumulate=bool(flags & 4))
+    def _from_fields(cls, flags, values):
+        values["op"] = _SIMD_OPS.get(values["op"], values["op"])
+        return cls(**values, read=bool(flags & _SIMD_READ), write=bool(flags & _SIMD_WRITE),
+                   accumulate=bool(flags & _SIMD_ACCUMULATE))
 
 
 @dataclass(frozen=True)
 class LoadLUT(Instruction):
-    """Extension (§4.6): load lookup table ``table`` (0 = keys) from ceil(D/n) local vectors."""
+    """Extension (§4.6): load lookup table ``table`` (0 = keys) from ceil(D/n) local vectors.
+
+    The table number sits in operand 1 (``Fields.address1``)."""
 
     local_address: int = 0
     local_stride: int = 0
     table: int = 0
     opcode: ClassVar[int] = Opcode.LOAD_LUT
-
-    def to_operands(self, layout):
-        return (0, _addr_operand(self, layout, 0, "local_address", "local_stride"),
-                _check(self, "table", self.table, layout.op1_addr_bits), 0)
-
-    @classmethod
-    def from_operands(cls, layout, flags, op0, op1, op2):
-        la, ls = _split_addr(layout, 0, op0)
-        return cls(la, ls, op1 & _mask(layout.op1_addr_bits))
+    FIELDS: ClassVar = _LOCAL + (("address1", "table"),)
 
 
 @dataclass(frozen=True)
@@ -629,24 +758,12 @@ class Configure(Instruction):
     register: int = 0
     value: int = 0
     opcode: ClassVar[int] = Opcode.CONFIGURE
-
-    def to_operands(self, layout):
-        reg = _check(self, "register", int(self.register), 4)
-        value = _check(self, "value", self.value, layout.config_value_bits)
-        area = (value << 4) | reg
-        return (0, area & _mask(layout.operand0_bits),
-                (area >> layout.operand0_bits) & _mask(layout.operand1_bits),
-                area >> (layout.operand0_bits + layout.operand1_bits))
+    FIELDS: ClassVar = (("config_register", "register"), ("config_value", "value"))
 
     @classmethod
-    def from_operands(cls, layout, flags, op0, op1, op2):
-        area = op0 | (op1 << layout.operand1_shift) | (op2 << layout.operand2_shift)
-        reg = area & 0xF
-        try:
-            reg = ConfigRegister(reg)
-        except ValueError:
-            pass
-        return cls(reg, (area >> 4) & _mask(CONFIG_VALUE_BITS))
+    def _from_fields(cls, flags, values):
+        return cls(_CONFIG_REGISTERS.get(values["register"], values["register"]),
+                   values["value"])
 
 
 @dataclass(frozen=True)
@@ -656,10 +773,18 @@ class Illegal(Instruction):
     code: int = 0x6
     flag_bits: int = 0
     operands: int = 0
+    FIELDS: ClassVar = (("operands", "operands"),)
+    _opcode_name: ClassVar[str] = "code"
+    _flags_name: ClassVar[str] = "flag_bits"
 
     @property
     def opcode(self) -> int:  # type: ignore[override]
         return self.code
+
+    def _check_header(self) -> None:
+        if _check(self, "code", self.code, 4) in _BY_OPCODE:
+            raise EncodingError(f"Illegal.code {self.code:#x} is a defined opcode "
+                                f"({_BY_OPCODE[self.code].__name__})")
 
     @property
     def flags(self) -> int:
@@ -669,20 +794,9 @@ class Illegal(Instruction):
     def name(self) -> str:
         return "Illegal"
 
-    def to_operands(self, layout):
-        code = _check(self, "code", self.code, 4)
-        if code in _BY_OPCODE:
-            raise EncodingError(f"Illegal.code {code:#x} is a defined opcode "
-                                f"({_BY_OPCODE[code].__name__})")
-        area = _check(self, "operands", self.operands, layout.operand_bits)
-        return (_check(self, "flag_bits", self.flag_bits, 4),
-                area & _mask(layout.operand0_bits),
-                (area >> layout.operand1_shift) & _mask(layout.operand1_bits),
-                area >> layout.operand2_shift)
-
 
 _BY_OPCODE = {int(c.opcode): c for c in (NoOp, MatMul, DataMove, LoadWeights, SIMD, LoadLUT,
-                                           Configure)}
+                                         Configure)}
 
 AnyInstruction = Union[NoOp, MatMul, DataMove, LoadWeights, SIMD, LoadLUT, Configure, Illegal]
 
@@ -747,42 +861,3 @@ def flush_probe(arch) -> list[Instruction]:
     local = arch.local_depth - 1
     return [DataMove(DataMoveKind.DRAM0_TO_LOCAL, local, 0, arch.dram0_depth - 1, 0, 0),
             DataMove(DataMoveKind.LOCAL_TO_DRAM0, local, 0, arch.dram0_depth - 2, 0, 0)]
-
-
-def build_parser():
-    import argparse
-    parser = argparse.ArgumentParser(
-        prog="python -m tcu_hw.isa",
-        description="Disassemble a .tprog into the tcu_hw assembly text (one instruction per "
-                    "line, prefixed by its index; the text assembles back with tcu_hw.asm).")
-    parser.add_argument("program", metavar="PROGRAM.tprog", help="program file")
-    parser.add_argument("-a", "--arch", required=True,
-                        help="architecture: a .tarch path or a preset name")
-    parser.add_argument("--bytes", action="store_true",
-                        help="also show each instruction's bytes in file order")
-    return parser
-
-
-def main(argv=None) -> int:
-    """``python -m tcu_hw.isa --arch ARCH PROGRAM.tprog``: print the program's listing."""
-    import sys
-
-    from .arch import resolve_arch
-    from .asm import listing
-    from .errors import run_cli
-
-    def disassemble(args) -> int:
-        arch = resolve_arch(args.arch)
-        program = read_program(args.program, arch.layout)
-        for line in listing(program, arch.layout, show_bytes=args.bytes):
-            sys.stdout.write(line + "\n")
-        return 0
-
-    return run_cli(build_parser(), disassemble, argv)
-
-
-if __name__ == "__main__":
-    # Run the canonical module's main: under ``python -m`` this file is also loaded as
-    # ``__main__``, whose classes would differ from those the rest of the package imports.
-    from tcu_hw.isa import main as _main
-    raise SystemExit(_main())

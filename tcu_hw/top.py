@@ -20,6 +20,7 @@ import pyrtl
 from .arch import Architecture, Options
 from .blocks.axi import AXI_INPUTS, AXI_PORT_ORDER, AxiMaster, axi_width
 from .blocks.axis import InstructionStream
+from .blocks.stream import connect
 from .core import Core
 
 #: Outputs we add to Tensil's ports: (name, width, meaning).
@@ -69,34 +70,35 @@ class Top:
 
         stream = InstructionStream(arch.layout.instruction_bytes, options.axi_data_width,
                                    name="axis")
-        stream.tdata <<= io["instruction_tdata"]
-        stream.tvalid <<= io["instruction_tvalid"]
-        io["instruction_tready"] <<= stream.tready
-        core.instr_valid <<= stream.out_valid
-        core.instr_data <<= stream.out_data
-        stream.out_ready <<= core.instr_ready
+        stream.words.valid <<= io["instruction_tvalid"]
+        stream.words.payload.data <<= io["instruction_tdata"]
+        io["instruction_tready"] <<= stream.words.ready
+        connect(stream.instructions, core.instructions)
         # instruction_tlast is not needed (Tensil ignores it too); the lint waiver says so
 
         self.axi = []
         cfg = core.cfg
         for k, (port, offset, cache) in enumerate(((core.dram0, cfg.dram0_offset, cfg.dram0_cache),
                                                    (core.dram1, cfg.dram1_offset, cfg.dram1_cache))):
-            m = AxiMaster(arch, options, port.req_addr.bitwidth, port.req_len.bitwidth,
-                          name=f"dram{k}")
-            m.attach(port, offset, cache)
-            for sig in AXI_PORT_ORDER:
-                wire, pin = getattr(m.axi, sig), io[f"m_axi_dram{k}_{sig}"]
+            m = AxiMaster.from_arch(arch, options, port.req.payload.addr.bitwidth,
+                                    port.req.payload.len.bitwidth, name=f"dram{k}")
+            connect(port, m.core)
+            m.offset <<= offset
+            m.cache <<= cache
+            for sig, wire in m.signals().items():
+                pin = io[f"m_axi_dram{k}_{sig}"]
                 if sig in AXI_INPUTS:
                     wire <<= pin
                 else:
                     pin <<= wire
             self.axi.append(m)
 
-        if core.sampler is not None:
-            core.sample_tready <<= io["sample_tready"]
-            io["sample_tdata"] <<= core.sample_tdata
-            io["sample_tvalid"] <<= core.sample_tvalid
-            io["sample_tlast"] <<= core.sample_tlast
+        if core.samples is not None:
+            s = core.samples
+            s.ready <<= io["sample_tready"]
+            io["sample_tdata"] <<= s.payload.data
+            io["sample_tvalid"] <<= s.valid
+            io["sample_tlast"] <<= s.payload.last
         io["error"] <<= core.error | self.axi[0].bus_error | self.axi[1].bus_error
         io["timeout"] <<= core.timeout
         io["tracepoint"] <<= core.tracepoint

@@ -3,8 +3,10 @@
 * With a constant operand (Add, Sub, Mul, Div, Neg, BatchNormalization elsewhere): a
   per-element affine map folded into the weights of the layer that produced the input, or
   run through the array as a diagonal MatMul.
-* ReLU, Clip/Relu6, LeakyRelu, PRelu: SIMD passes in place in the accumulators (one
-  instruction per vector; LeakyRelu/PRelu as ``x + (α-1)·min(x, 0)``, two per vector).
+* ReLU, Clip/Relu6, LeakyRelu, PRelu, Abs: SIMD passes in place in the accumulators (one
+  instruction per vector; LeakyRelu/PRelu as ``x + (α-1)·min(x, 0)``, two per vector);
+  HardSigmoid as its affine map (folded) then a clip.
+* Division by an activation: its reciprocal from a lookup table (:mod:`.lut`), then Mul.
 * Add/Sub of two activations: the second operand is added by accumulating moves (or MatMuls
   when its lanes differ); Mul/Max/Min of two activations: SIMD with the operand loaded into
   the accumulators.
@@ -12,22 +14,23 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from tcu_hw.isa import SimdOp as Op
 
 from ..ir import Tensor
-from ..kernels import Load, Simd, SimdOp
-from ..lower import Lowering
+from ..kernels import Load, Simd, SimdStep
 from ..registry import consts_of, op
+from .lut import function_node, lut_pass
+
+if TYPE_CHECKING:
+    from ..lower import Lowering
 
 
 def _const_or_none(ctx: Lowering, name: str):
     return ctx.const(name) if ctx.is_const(name) else None
-
-
-def _full(ctx: Lowering, value, shape) -> np.ndarray:
-    return np.broadcast_to(np.asarray(value, dtype=np.float64), shape)
 
 
 def _check_binary(node, g, arch) -> list[str]:
@@ -83,15 +86,10 @@ def binary(node, ctx: Lowering):
 
 def divide(ctx: Lowering, node, a: str, b: str) -> None:
     """a / b = a · reciprocal(b), the reciprocal from a lookup table."""
-    from types import SimpleNamespace
-
-    from .lut import lut_pass
     recip = f"{b}:reciprocal:{node.name}"
     layer, t = ctx.in_acc(b) if ctx.extend(b) is not None else \
         ctx.copy_layer(ctx.tensor(b), recip)
-    fake = SimpleNamespace(op="Reciprocal", name=node.name, attr=lambda k, d=None: d,
-                           label=node.label)
-    lut_pass(ctx, layer, t, fake)
+    lut_pass(ctx, layer, t, function_node(node, "Reciprocal"))
     ctx.set(recip, Tensor(t.idx), internal=True)
     if ctx.is_const(a):
         ca = ctx.const(a)
@@ -108,7 +106,7 @@ def _scale_in_place(ctx: Lowering, node, name: str, c) -> None:
     for k, vec in pats.items():
         key = f"scale:{node.name}:{k}"
         layer.steps.append(Simd(layer.out, vecs[group == k], [("const", 1, key)],
-                                [SimdOp(Op.MULTIPLY, 0, 1, 0)], consts={key: vec}))
+                                [SimdStep(Op.MULTIPLY, 0, 1, 0)], consts={key: vec}))
     ctx.set(node.outputs[0], Tensor(t.idx))
 
 
@@ -174,8 +172,8 @@ def pairwise(ctx: Lowering, node, a: str, b: str, simd_op: int) -> None:
     aux = ctx.space.new(f"{out}:operand", pairs.shape[1])
     layer.steps.append(Load(aux, np.arange(pairs.shape[1]), pairs[1]))
     o = pairs[0] - layer.out.start
-    body = [SimdOp(Op.MOVE, 0, 0, 1, read="aux", write=None),
-            SimdOp(simd_op, 0, 1, 0, read="self", write="self")]
+    body = [SimdStep(Op.MOVE, 0, 0, 1, read="aux", write=None),
+            SimdStep(simd_op, 0, 1, 0, read="self", write="self")]
     layer.steps.append(Simd(layer.out, o, [], body, np.arange(len(o)), aux))
     if any(x.dirty for x in ctx.buffers_of(tb)):
         layer.out.dirty = True
@@ -239,10 +237,10 @@ def clip(ctx: Lowering, node, x: str, lo, hi) -> None:
         if bound is None:
             continue
         if bound == 0:
-            layer.steps.append(Simd(buf, vecs, [("zero", 1)], [SimdOp(simd_op, 0, 1, 0)]))
+            layer.steps.append(Simd(buf, vecs, [("zero", 1)], [SimdStep(simd_op, 0, 1, 0)]))
         else:
             key = f"{simd_op}:{bound}"
-            layer.steps.append(Simd(buf, vecs, [("const", 1, key)], [SimdOp(simd_op, 0, 1, 0)],
+            layer.steps.append(Simd(buf, vecs, [("const", 1, key)], [SimdStep(simd_op, 0, 1, 0)],
                                     consts={key: np.full(n, float(bound))}))
             if (simd_op == Op.MAX and bound > 0) or (simd_op == Op.MIN and bound < 0):
                 buf.dirty = True
@@ -271,6 +269,16 @@ def clip_op(node, ctx: Lowering):
     clip(ctx, node, node.inputs[0], lo, hi)
 
 
+@op("HardSigmoid")
+def hard_sigmoid(node, ctx: Lowering):
+    """max(0, min(1, αx + β)): an affine map folded into weights, then a clip."""
+    alpha, beta = float(node.attr("alpha", 0.2)), float(node.attr("beta", 0.5))
+    tmp = f"{node.outputs[0]}:affine"
+    ctx.fold_affine(node.inputs[0], alpha, beta, tmp)
+    ctx.internal.add(tmp)
+    clip(ctx, node, tmp, 0.0, 1.0)
+
+
 def leaky(ctx: Lowering, node, x: str, slope) -> None:
     """``x + (α−1)·min(x, 0)`` (exact for any α): min into a temporary, then multiply and
     accumulate back; α may differ per lane (PRelu)."""
@@ -280,13 +288,13 @@ def leaky(ctx: Lowering, node, x: str, slope) -> None:
     tmp = ctx.space.new(f"{node.outputs[0]}:min", len(vecs))
     aux = np.arange(len(vecs))
     layer.steps.append(Simd(buf, vecs, [("zero", 1)],
-                            [SimdOp(Op.MIN, 0, 1, 0, read="self", write="aux")], aux, tmp))
+                            [SimdStep(Op.MIN, 0, 1, 0, read="self", write="aux")], aux, tmp))
     for k, vec in pats.items():
         sel = group == k
         key = f"slope:{node.name}:{k}"
         layer.steps.append(Simd(buf, vecs[sel], [("const", 1, key)],
-                                [SimdOp(Op.MULTIPLY, 0, 1, 0, read="aux", write="self",
-                                        accumulate=True)], aux[sel], tmp, {key: vec}))
+                                [SimdStep(Op.MULTIPLY, 0, 1, 0, read="aux", write="self",
+                                          accumulate=True)], aux[sel], tmp, {key: vec}))
     ctx.set(node.outputs[0], Tensor(t.idx))
 
 
@@ -316,3 +324,11 @@ def prelu(node, ctx: Lowering):
     except ValueError:                          # opset < 7: one slope per channel
         slope = np.broadcast_to(slope.reshape((1, -1) + (1,) * (len(x.shape) - 2)), x.shape)
     leaky(ctx, node, node.inputs[0], slope)
+
+
+@op("Abs")
+def absolute(node, ctx: Lowering):
+    layer, t = ctx.in_acc(node.inputs[0])
+    layer.steps.append(Simd(layer.out, ctx.vectors_in(t, layer.out), [],
+                            [SimdStep(Op.ABS, 0, 0, 0)]))
+    ctx.set(node.outputs[0], Tensor(t.idx))

@@ -9,26 +9,21 @@ over every output pixel whose input pixel exists or is a known zero vector of a 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
+from ..geometry import check_spatial, spatial, window_attrs
 from ..ir import Frame, Tensor, groups
 from ..kernels import LinearBuilder
-from ..lower import Lowering, spatial, window_attrs
 from ..registry import consts_of, op
 
-
-def _check_spatial(node, g, arch) -> list[str]:
-    shape = g.shapes.get(node.inputs[0])
-    if shape is None:
-        return ["unknown input shape"]
-    if spatial(shape) is None:
-        return [f"input rank {len(shape)}: only 1-D and 2-D signals ([N,C,L] or [N,C,H,W]) "
-                f"are supported"]
-    return []
+if TYPE_CHECKING:
+    from ..lower import Lowering
 
 
 def check_conv(node, g, arch) -> list[str]:
-    out = _check_spatial(node, g, arch) + consts_of(node, g)
+    out = check_spatial(node, g, arch) + consts_of(node, g)
     if len(node.inputs) > 1 and node.inputs[1] in g.consts:
         w = g.consts[node.inputs[1]]
         shape = g.shapes[node.inputs[0]]
@@ -157,9 +152,7 @@ def spatial_linear(ctx: Lowering, x: Tensor, out_name: str, out_shape, wfull: np
             for tile, os, xs, cs in by_tile.values():
                 b.add(np.concatenate(os), np.concatenate(xs), tile, np.concatenate(cs))
     # logical outputs with no term at all (e.g. every tap in padding, no bias) are zero
-    covered = np.zeros(buf.vectors, dtype=bool)
-    for part in b._parts:
-        covered[part[2]] = True
+    covered = b.covered()
     vecs = ctx.vectors_in(y, buf)
     b.clear = vecs[~covered[vecs]]
     return b
@@ -210,7 +203,7 @@ def conv(node, ctx: Lowering):
 
 
 def check_avgpool(node, g, arch) -> list[str]:
-    out = _check_spatial(node, g, arch)
+    out = check_spatial(node, g, arch)
     if node.op == "AveragePool" and any(d != 1 for d in node.attr("dilations", []) or []):
         out.append("dilated average pooling is not supported")
     return out
@@ -256,7 +249,7 @@ def average_pool(node, ctx: Lowering):
             bool(node.attr("count_include_pad", 0)))
 
 
-@op("GlobalAveragePool", check=_check_spatial)
+@op("GlobalAveragePool", check=check_spatial)
 def global_average_pool(node, ctx: Lowering):
     x = ctx.tensor(node.inputs[0])
     S0, S1 = spatial(x.shape)

@@ -14,16 +14,20 @@ notes.
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from tcu_hw import numeric
+from tcu_hw import alu, numeric
 from tcu_hw.isa import SimdOp as Op
 
 from ..ir import Tensor
-from ..kernels import Simd, SimdOp
-from ..lower import Lowering
+from ..kernels import Simd, SimdStep
 from ..registry import op
+
+if TYPE_CHECKING:
+    from ..lower import Lowering
 
 
 def _sigmoid(x):
@@ -137,13 +141,19 @@ def tables(fn, grid: str, lo, hi, arch, pwl: bool):
 
 def evaluate(tabs, x, arch, pwl: bool) -> np.ndarray:
     """What the hardware computes for raw inputs ``x`` with these tables (for error notes)."""
-    from tcu_hw import alu
     dt = arch.dtype
     raw = [numeric.to_fixed(t, dt)[0] for t in tabs]
     diff, vals = alu.lookup(x, np.stack(raw), dt)
     if pwl:
         return numeric.add(numeric.mul(diff, vals[1], dt), vals[0], dt)
     return vals[0]
+
+
+def function_node(node, op_name: str) -> SimpleNamespace:
+    """A stand-in for ``node`` (same name and label, no attributes) that makes
+    :func:`lut_pass` tabulate the function of the ONNX op ``op_name``."""
+    return SimpleNamespace(op=op_name, name=node.name, attr=lambda k, d=None: d,
+                           label=node.label)
 
 
 def lut_pass(ctx: Lowering, layer, t: Tensor | None, node, fn=None, grid=None, lo=None,
@@ -159,14 +169,13 @@ def lut_pass(ctx: Lowering, layer, t: Tensor | None, node, fn=None, grid=None, l
     buf = buf if buf is not None else layer.out
     vecs = vecs if vecs is not None else ctx.vectors_in(t, buf)
     if pwl:
-        body = [SimdOp(Op.LOOKUP, 0, 0, 1, read="self", write=None),
-                SimdOp(Op.MULTIPLY, 1, 3, 1, read=None, write=None),
-                SimdOp(Op.ADD, 1, 2, 0, read=None, write="self")]
+        body = [SimdStep(Op.LOOKUP, 0, 0, 1, read="self", write=None),
+                SimdStep(Op.MULTIPLY, 1, 3, 1, read=None, write=None),
+                SimdStep(Op.ADD, 1, 2, 0, read=None, write="self")]
     else:
-        body = [SimdOp(Op.LOOKUP, 0, 0, 1, read="self", write=None),
-                SimdOp(Op.MOVE, 2, 2, 0, read=None, write="self")]
-    step = Simd(buf, vecs, [("lut", key)], body)
-    step.luts = {key: tabs}
+        body = [SimdStep(Op.LOOKUP, 0, 0, 1, read="self", write=None),
+                SimdStep(Op.MOVE, 2, 2, 0, read=None, write="self")]
+    step = Simd(buf, vecs, [("lut", key)], body, luts={key: tabs})
     layer.steps.append(step)
     zero = np.zeros(1, dtype=np.int64 if not arch.dtype.is_float else np.float32)
     if evaluate(tabs, zero, arch, pwl)[0] != 0:
@@ -202,23 +211,4 @@ def check_lut(node, g, arch) -> list[str]:
 def unary(node, ctx: Lowering):
     layer, t = ctx.in_acc(node.inputs[0])
     lut_pass(ctx, layer, t, node)
-    ctx.set(node.outputs[0], Tensor(t.idx))
-
-
-@op("HardSigmoid")
-def hard_sigmoid(node, ctx: Lowering):
-    """max(0, min(1, αx + β)): an affine map folded into weights, then a clip."""
-    from .elementwise import clip
-    alpha, beta = float(node.attr("alpha", 0.2)), float(node.attr("beta", 0.5))
-    tmp = f"{node.outputs[0]}:affine"
-    ctx.fold_affine(node.inputs[0], alpha, beta, tmp)
-    ctx.internal.add(tmp)
-    clip(ctx, node, tmp, 0.0, 1.0)
-
-
-@op("Abs")
-def absolute(node, ctx: Lowering):
-    layer, t = ctx.in_acc(node.inputs[0])
-    layer.steps.append(Simd(layer.out, ctx.vectors_in(t, layer.out), [],
-                            [SimdOp(Op.ABS, 0, 0, 0)]))
     ctx.set(node.outputs[0], Tensor(t.idx))

@@ -6,17 +6,21 @@ the ReLU costs one instruction per pooled vector instead of one per input vector
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
+from ..geometry import check_spatial, spatial, window_attrs
 from ..ir import Tensor, groups
 from ..kernels import Reduce, Simd
-from ..lower import Lowering, spatial, window_attrs
 from ..registry import op
-from .linear import _check_spatial
+
+if TYPE_CHECKING:
+    from ..lower import Lowering
 
 
 def check_maxpool(node, g, arch) -> list[str]:
-    out = _check_spatial(node, g, arch)
+    out = check_spatial(node, g, arch)
     if len([o for o in node.outputs if o]) > 1:
         out.append("the Indices output is not supported")
     return out
@@ -70,7 +74,7 @@ def max_pool(ctx: Lowering, node, x_name: str, kernel, strides, dil, pads) -> No
     indptr = np.cumsum(indptr)
     relu = False
     last = layer.steps[-1]
-    if isinstance(last, Simd) and getattr(last, "is_relu", False) and last.buf is src:
+    if isinstance(last, Simd) and last.is_relu and last.buf is src:
         layer.steps.pop()
         relu = True
     layer.steps.append(Reduce(buf, src, indptr, sv, relu))
@@ -85,7 +89,7 @@ def max_pool_op(node, ctx: Lowering):
     max_pool(ctx, node, node.inputs[0], kernel, strides, dil, pads)
 
 
-@op("GlobalMaxPool", check=_check_spatial)
+@op("GlobalMaxPool", check=check_spatial)
 def global_max_pool(node, ctx: Lowering):
     x = ctx.tensor(node.inputs[0])
     S0, S1 = spatial(x.shape)

@@ -11,16 +11,26 @@ Tensil's compiler does.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
+from ..geometry import spatial
 from ..ir import Tensor, groups, next_pow2
 from ..kernels import LinearBuilder
-from ..lower import Lowering, spatial
 from ..registry import consts_of, op
+
+if TYPE_CHECKING:
+    from ..lower import Lowering
 
 COORDS = ("half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric",
           "tf_half_pixel_for_nn")
-NEAREST = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
+
+
+#: ONNX Resize ``nearest_mode``: the input index of output coordinate ``x``
+NEAREST_MODES = {"round_prefer_floor": lambda x: np.ceil(x - 0.5),
+                 "round_prefer_ceil": lambda x: np.floor(x + 0.5),
+                 "floor": np.floor, "ceil": np.ceil}
 
 
 def axis_matrix(in_len: int, out_len: int, scale: float, mode: str, coord: str,
@@ -40,8 +50,7 @@ def axis_matrix(in_len: int, out_len: int, scale: float, mode: str, coord: str,
     R = np.zeros((out_len, in_len))
     rows = np.arange(out_len)
     if mode == "nearest":
-        idx = {"round_prefer_floor": np.ceil(xo - 0.5), "round_prefer_ceil": np.floor(xo + 0.5),
-               "floor": np.floor(xo), "ceil": np.ceil(xo)}[nearest]
+        idx = NEAREST_MODES[nearest](xo)
         R[rows, np.clip(idx, 0, in_len - 1).astype(np.int64)] = 1.0
         return R
     xo = np.clip(xo, 0, in_len - 1)
@@ -75,6 +84,10 @@ def check_resize(node, g, arch) -> list[str]:
     if coord not in COORDS:
         out.append(f"coordinate_transformation_mode '{coord}' is not supported; supported: "
                    + ", ".join(COORDS))
+    nearest = node.attr("nearest_mode", "round_prefer_floor")
+    if mode == "nearest" and nearest not in NEAREST_MODES:
+        out.append(f"nearest_mode '{nearest}' is not supported; supported: "
+                   + ", ".join(NEAREST_MODES))
     if node.attr("antialias", 0):
         out.append("antialias is not supported")
     if node.attr("keep_aspect_ratio_policy", "stretch") != "stretch":

@@ -9,11 +9,15 @@ padding by copying the mirrored elements.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ..ir import Tensor
-from ..lower import Lowering
 from ..registry import consts_of, op
+
+if TYPE_CHECKING:
+    from ..lower import Lowering
 
 
 def _input(ctx: Lowering, name: str) -> Tensor:

@@ -14,22 +14,19 @@ How a row is reduced depends on where its elements sit:
 
 from __future__ import annotations
 
-from types import SimpleNamespace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from tcu_hw.isa import SimdOp as Op
 
 from ..ir import Tensor
-from ..kernels import LinearBuilder, Load, Reduce, Simd, SimdOp
-from ..lower import Lowering
+from ..kernels import LinearBuilder, Load, Reduce, Simd, SimdStep
 from ..registry import op
-from .lut import check_lut, lut_pass
+from .lut import check_lut, function_node, lut_pass
 
-
-def _fn(node, op_name):
-    return SimpleNamespace(op=op_name, name=node.name, attr=lambda k, d=None: d,
-                           label=node.label)
+if TYPE_CHECKING:
+    from ..lower import Lowering
 
 
 def _table(node, op_name, K: int) -> dict:
@@ -39,7 +36,7 @@ def _table(node, op_name, K: int) -> dict:
            "Reciprocal": (lambda v: 1.0 / np.maximum(v, 1e-6), 0.5, K + 0.5),
            "Log": (lambda v: np.log(np.maximum(v, 1e-6)), 0.5, K + 0.5)}
     fn, lo, hi = fns[op_name]
-    return {"node": _fn(node, op_name), "fn": fn, "grid": "linear", "lo": lo, "hi": hi}
+    return {"node": function_node(node, op_name), "fn": fn, "grid": "linear", "lo": lo, "hi": hi}
 
 
 def _rows(ctx: Lowering, t: Tensor, axis: int):
@@ -65,18 +62,19 @@ def _pair(buf, o_vecs, aux_of) -> tuple[np.ndarray, np.ndarray]:
 def _bcast_simd(buf, o, aux, aux_buf, simd_op) -> Simd:
     """``x[o] = op(x[o], aux[o])`` with the aux vector moved into register 1 first."""
     o, aux = _pair(buf, o, aux)
-    body = [SimdOp(Op.MOVE, 0, 0, 1, read="aux", write=None),
-            SimdOp(simd_op, 0, 1, 0, read="self", write="self")]
+    body = [SimdStep(Op.MOVE, 0, 0, 1, read="aux", write=None),
+            SimdStep(simd_op, 0, 1, 0, read="self", write="self")]
     return Simd(buf, o, [], body, aux, aux_buf)
 
 
-def _across_vectors(ctx: Lowering, node, x: str, vec, log: bool) -> None:
+def _across_vectors(ctx: Lowering, node, x: str, vec, axis: int, log: bool) -> None:
     """Every row is one lane of a set of vectors (several rows share those vectors)."""
     out = node.outputs[0]
+    K = vec.shape[1]
     layer, t = ctx.copy_layer(ctx.tensor(x), out)
     X = layer.out
     # redo the analysis on the copy: vectors of each row group, relative to X
-    v2, _ = _rows(ctx, t, node._axis)
+    v2, _ = _rows(ctx, t, axis)
     seqs, inv = np.unique(v2 - X.start, axis=0, return_inverse=True)
     inv = inv.ravel()
     G = len(seqs)
@@ -91,19 +89,19 @@ def _across_vectors(ctx: Lowering, node, x: str, vec, log: bool) -> None:
     if log:
         E = ctx.space.new(f"{out}:exp", X.vectors)
         o, a = _pair(X, member, member)
-        layer.steps.append(Simd(X, o, [], [SimdOp(Op.MOVE, 0, 0, 0, read="self",
+        layer.steps.append(Simd(X, o, [], [SimdStep(Op.MOVE, 0, 0, 0, read="self",
                                                   write="aux")], a, E))
-        lut_pass(ctx, layer, None, **_table(node, "Exp", node._k), buf=E,
+        lut_pass(ctx, layer, None, **_table(node, "Exp", K), buf=E,
                  vecs=np.unique(member))
         layer.steps.append(Reduce(S, E, indptr, indices, op=Op.ADD))
-        lut_pass(ctx, layer, None, **_table(node, "Log", node._k), buf=S,
+        lut_pass(ctx, layer, None, **_table(node, "Log", K), buf=S,
                  vecs=np.arange(G))
         layer.steps.append(_bcast_simd(X, member, group_of, S, Op.SUBTRACT))
     else:
-        lut_pass(ctx, layer, None, **_table(node, "Exp", node._k), buf=X,
+        lut_pass(ctx, layer, None, **_table(node, "Exp", K), buf=X,
                  vecs=np.unique(member))
         layer.steps.append(Reduce(S, X, indptr, indices, op=Op.ADD))
-        lut_pass(ctx, layer, None, **_table(node, "Reciprocal", node._k), buf=S,
+        lut_pass(ctx, layer, None, **_table(node, "Reciprocal", K), buf=S,
                  vecs=np.arange(G))
         layer.steps.append(_bcast_simd(X, member, group_of, S, Op.MULTIPLY))
     X.dirty = True
@@ -119,7 +117,7 @@ def _lane_tile(n, lanes_in, broadcast_lane=None) -> np.ndarray:
     return tile
 
 
-def _across_lanes(ctx: Lowering, node, x: str, vec, lane, log: bool) -> None:
+def _across_lanes(ctx: Lowering, node, x: str, vec, lane, axis: int, log: bool) -> None:
     """Each vector holds elements of one row only; rows may span several vectors."""
     n = ctx.n
     out = node.outputs[0]
@@ -142,12 +140,12 @@ def _across_lanes(ctx: Lowering, node, x: str, vec, lane, log: bool) -> None:
     layer.steps.append(Reduce(M, B, indptr, np.arange(R * K, dtype=np.int64), op=Op.MAX))
     pairs = np.unique(np.stack([td.idx.reshape(-1) // n, t.idx.reshape(-1) // n]), axis=1)
     layer.steps.append(Load(buf_d, pairs[0] - buf_d.start, pairs[1]))
-    dv, _ = _rows(ctx, td, node._axis)
+    dv, _ = _rows(ctx, td, axis)
     member = np.concatenate([np.unique(dv[r]) for r in range(R)]) - buf_d.start
     row_of = np.concatenate([np.full(len(np.unique(dv[r])), r) for r in range(R)])
     layer.steps.append(_bcast_simd(buf_d, member, row_of, M, Op.SUBTRACT))
     if not log:
-        lut_pass(ctx, layer, None, **_table(node, "Exp", node._k), buf=buf_d,
+        lut_pass(ctx, layer, None, **_table(node, "Exp", K), buf=buf_d,
                  vecs=np.unique(member))
     buf_d.dirty = True
     ctx.set(d_name, td, internal=True)
@@ -155,24 +153,24 @@ def _across_lanes(ctx: Lowering, node, x: str, vec, lane, log: bool) -> None:
     if log:                                   # layer 2: e = exp(d) next to d
         e_name = f"{out}:exp"
         layer, te = ctx.copy_layer(td, e_name)
-        lut_pass(ctx, layer, te, **_table(node, "Exp", node._k))
+        lut_pass(ctx, layer, te, **_table(node, "Exp", K))
         ctx.set(e_name, te, internal=True)
         src = te
     # last layer: s = Σ lanes (ones tiles), 1/s or log s, then combine with e (or d)
-    ev, el = _rows(ctx, src, node._axis)
+    ev, el = _rows(ctx, src, axis)
     S = ctx.space.new(f"{out}:sum", R)
     b = LinearBuilder(S, n)
     for r in range(R):
         for v in np.unique(ev[r]):
             b.add([r], [v], _lane_tile(n, el[r][ev[r] == v]))
     layer = ctx.begin(S, b)
-    lut_pass(ctx, layer, None, **_table(node, "Log" if log else "Reciprocal", node._k), buf=S,
+    lut_pass(ctx, layer, None, **_table(node, "Log" if log else "Reciprocal", K), buf=S,
              vecs=np.arange(R))
     base = td if log else src
     buf_y, ty = ctx.new_activation(out, t.shape)
     pairs = np.unique(np.stack([ty.idx.reshape(-1) // n, base.idx.reshape(-1) // n]), axis=1)
     layer.steps.append(Load(buf_y, pairs[0] - buf_y.start, pairs[1]))
-    yv, _ = _rows(ctx, ty, node._axis)
+    yv, _ = _rows(ctx, ty, axis)
     member = np.concatenate([np.unique(yv[r]) for r in range(R)]) - buf_y.start
     row_of = np.concatenate([np.full(len(np.unique(yv[r])), r) for r in range(R)])
     layer.steps.append(_bcast_simd(buf_y, member, row_of, S, Op.SUBTRACT if log
@@ -182,24 +180,17 @@ def _across_lanes(ctx: Lowering, node, x: str, vec, lane, log: bool) -> None:
     ctx.set(out, ty)
 
 
-def check_softmax(node, g, arch) -> list[str]:
-    out = check_lut(node, g, arch)
-    return out
-
-
-@op("Softmax", "LogSoftmax", check=check_softmax, needs_lut=True)
+@op("Softmax", "LogSoftmax", check=check_lut, needs_lut=True)
 def softmax(node, ctx: Lowering):
     x = node.inputs[0]
     t = ctx.tensor(x)
     axis = int(node.attr("axis", -1)) % t.idx.ndim
-    node._axis = axis
-    node._k = t.idx.shape[axis]
     vec, lane = _rows(ctx, t, axis)
     log = node.op == "LogSoftmax"
     one_lane = (lane == lane[:, :1]).all()
     distinct = all(len(np.unique(v)) == len(v) for v in vec) if one_lane else False
     if one_lane and distinct and vec.shape[1] > 1:
-        return _across_vectors(ctx, node, x, vec, log)
+        return _across_vectors(ctx, node, x, vec, axis, log)
     owner_rows = {}
     exclusive = True
     for r in range(vec.shape[0]):
@@ -220,5 +211,5 @@ def softmax(node, ctx: Lowering):
         back = Tensor(np.transpose(nt.idx, np.argsort(perm)))
         ctx.set(name, back, internal=True)
         vec, lane = _rows(ctx, back, axis)
-        return _across_lanes(ctx, node, name, vec, lane, log)
-    return _across_lanes(ctx, node, x, vec, lane, log)
+        return _across_lanes(ctx, node, name, vec, lane, axis, log)
+    return _across_lanes(ctx, node, x, vec, lane, axis, log)

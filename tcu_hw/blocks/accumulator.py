@@ -6,7 +6,7 @@ read-modify-write of accumulates, the other the outside.
 
 Timing::
 
-    cycle p     write request (w_valid, w_addr, w_data, w_accumulate) registered;
+    cycle p     write request (write.valid, addr, data, accumulate) registered;
                 its read-modify-write read is presented
     cycle p+1   old = mem[addr], or the value written at the end of cycle p when that was the
                 same address (forwarded); new = accumulate ? add(old, data) : data;
@@ -18,14 +18,11 @@ lose the first add here). A read presented at cycle t sees every write presented
 t-2 or earlier; ``pending`` is the write presented at t-1 (still in flight), which a client
 must wait for before reading that address. Throughput: one write and one read per cycle, no
 back-pressure.
-
-Ports (``name_`` prefix; A = max(clog2(depth), 1) address bits, n·W = one vector of ``n``
-lanes of the data type's width W): inputs ``w_valid`` (1), ``w_addr`` (A), ``w_data`` (n·W),
-``w_accumulate`` (1), ``r_addr`` (A); outputs ``r_data`` (n·W, one cycle after ``r_addr``),
-``busy`` (1: a write is in its second cycle), ``pending`` = (valid, addr) of that write.
 """
 
 from __future__ import annotations
+
+from types import SimpleNamespace
 
 import pyrtl
 from pyrtl import Register, WireVector
@@ -34,18 +31,38 @@ from ..isa import clog2
 from ..numeric import DataType
 from . import fixed, lanes
 from .ram import Ram
-from .stream import name_ports
+from .stream import SINK, Stream, Struct, named
 
 
 class Accumulator:
+    """Accumulators: ``depth`` vectors of ``n`` lanes of ``dt``, written or added in place.
+
+    Args:
+        depth: vectors; A = max(clog2(depth), 1) address bits.
+        n: lanes per vector (n·W bits, W = ``dt.width``).
+        dt: the fixed-point data type (saturating add).
+        name: prefix of the wires.
+        external: build the RAM as ports to Verilog RAM modules (see :mod:`tcu_hw.blocks.ram`).
+
+    Ports:
+        write: :class:`~tcu_hw.blocks.stream.Stream` sink, always ready: ``addr`` (A),
+            ``data`` (n·W), ``accumulate`` (1: add to the stored vector, 0: overwrite).
+        r_addr: input (A), a read address.
+        r_data: output (n·W), the vector at ``r_addr`` one cycle later.
+        busy: output (1), a write is in its second cycle.
+        pending: ``valid`` (1) / ``addr`` (A) outputs: that write (read its address only
+            after it lands).
+
+    Latency: a write lands 2 cycles after it is presented; reads take 1 cycle.
+    """
+
     def __init__(self, depth: int, n: int, dt: DataType, name: str = "acc",
                  external: list | None = None) -> None:
         a = max(clog2(depth), 1)
         vec = n * dt.width
-        self.w_valid = WireVector(1, f"{name}_w_valid")
-        self.w_addr = WireVector(a, f"{name}_w_addr")
-        self.w_data = WireVector(vec, f"{name}_w_data")
-        self.w_accumulate = WireVector(1, f"{name}_w_accumulate")
+        self.write = Stream(Struct(addr=a, data=vec, accumulate=1), f"{name}_write", SINK,
+                            always_ready=True)
+        w = self.write.payload
         self.r_addr = WireVector(a, f"{name}_r_addr")
 
         ram = Ram(f"{name}_ram", "sdp", vec, depth, reads=2, external=external)
@@ -54,11 +71,11 @@ class Accumulator:
         addr = Register(a, f"{name}_q_addr")
         data = Register(vec, f"{name}_q_data")
         accumulate = Register(1, f"{name}_q_accumulate")
-        valid.next <<= self.w_valid
-        addr.next <<= self.w_addr
-        data.next <<= self.w_data
-        accumulate.next <<= self.w_accumulate
-        ram.raddr[0] <<= self.w_addr
+        valid.next <<= self.write.valid
+        addr.next <<= w.addr
+        data.next <<= w.data
+        accumulate.next <<= w.accumulate
+        ram.raddr[0] <<= w.addr
 
         # the value written at the end of the previous cycle, forwarded to a same-address RMW
         last_valid = Register(1, f"{name}_last_valid")
@@ -75,9 +92,9 @@ class Accumulator:
         last_valid.next <<= valid
         last_addr.next <<= addr
         last_value.next <<= value
-        self.busy = valid
-        self.pending = (valid, addr)
+        self.busy = named(valid, f"{name}_busy")
+        self.pending = SimpleNamespace(valid=named(valid, f"{name}_pending_valid"),
+                                       addr=named(addr, f"{name}_pending_addr"))
 
         ram.raddr[1] <<= self.r_addr
-        self.r_data = ram.rdata[1]
-        name_ports(self, name)
+        self.r_data = named(ram.rdata[1], f"{name}_r_data")

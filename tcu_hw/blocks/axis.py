@@ -4,49 +4,59 @@ The stream carries the `.tprog` bytes in order, the first instruction in the low
 first word (TCU.md §6); zero bytes pad the last word (they decode as NoOps). A byte buffer of
 ``instruction bytes + word bytes`` collects words and hands out one instruction per cycle::
 
-    tdata (D bits) ─▶ buffer[count .. count + D/8) ── low I bytes ─▶ instruction (I bytes)
+    words.data (D bits) ─▶ buffer[count .. count + D/8) ── low I bytes ─▶ instructions (I bytes)
 
-``tready`` is high when the word fits after the instruction that may leave this cycle;
-``tlast`` is ignored. Throughput: one instruction per cycle while the stream keeps up
+``words.ready`` is high when the word fits after the instruction that may leave this cycle;
+``tlast`` is not needed. Throughput: one instruction per cycle while the stream keeps up
 (a D-bit stream delivers D/8 bytes per cycle).
-
-Ports (``name_`` prefix): inputs ``tdata`` (D), ``tvalid``, ``out_ready``; outputs
-``tready``, ``out_valid``, ``out_data`` (8·I). Both sides are valid/ready. Latency: a word
-accepted at cycle t completes an instruction on ``out_valid`` at t+1 at the earliest.
 """
 
 from __future__ import annotations
 
 import pyrtl
-from pyrtl import Const, Register, WireVector
+from pyrtl import Const, Register
 
 from ..isa import clog2
-from .stream import name_ports
+from .stream import SINK, SOURCE, Stream
 
 
 class InstructionStream:
+    """Width converter from AXI-Stream words to whole instructions.
+
+    Args:
+        instruction_bytes: I, bytes of one instruction (``Layout.instruction_bytes``).
+        data_width: D, bits of a stream word (whole bytes).
+        name: prefix of the wires and registers.
+
+    Ports:
+        words: :class:`~tcu_hw.blocks.stream.Stream` sink, ``data`` (D): AXI-Stream
+            ``tdata``/``tvalid``/``tready``.
+        instructions: :class:`~tcu_hw.blocks.stream.Stream` source, ``data`` (8·I): one
+            instruction per transfer.
+
+    Latency: a word accepted at cycle t completes an instruction on ``instructions.valid``
+    at t+1 at the earliest.
+    """
+
     def __init__(self, instruction_bytes: int, data_width: int, name: str = "instr") -> None:
         if data_width % 8:
             raise ValueError("the stream width must be whole bytes")
         ib, wb = instruction_bytes, data_width // 8
         cap = ib + wb
-        self.tdata = WireVector(data_width, f"{name}_tdata")
-        self.tvalid = WireVector(1, f"{name}_tvalid")
-        self.out_ready = WireVector(1, f"{name}_out_ready")
+        self.words = Stream(data_width, f"{name}_words", SINK)
+        self.instructions = Stream(8 * ib, f"{name}_instructions", SOURCE)
+        tdata = self.words.payload.data
         buf = Register(8 * cap, f"{name}_buffer")
         count = Register(clog2(cap + 1), f"{name}_count")              # bytes held
-        self.out_valid = count >= ib
-        self.out_data = buf[:8 * ib]
-        leave = self.out_valid & self.out_ready
+        self.instructions.drive(count >= ib, data=buf[:8 * ib])
+        leave = self.instructions.fire
         after = pyrtl.select(leave, (count - ib)[:count.bitwidth], count)
-        self.tready = WireVector(1, f"{name}_tready")
-        self.tready <<= after <= cap - wb
-        take = self.tvalid & self.tready
+        self.words.ready <<= after <= cap - wb
+        take = self.words.fire
         shifted = pyrtl.select(leave, pyrtl.concat(Const(0, 8 * ib), buf[8 * ib:]), buf)
         # the word lands at byte `after` (0 .. cap - wb): a mux of fixed placements
-        placements = [pyrtl.concat(self.tdata, Const(0, 8 * k)).zero_extended(8 * cap)
-                      if k else self.tdata.zero_extended(8 * cap) for k in range(cap - wb + 1)]
+        placements = [pyrtl.concat(tdata, Const(0, 8 * k)).zero_extended(8 * cap)
+                      if k else tdata.zero_extended(8 * cap) for k in range(cap - wb + 1)]
         incoming = pyrtl.mux(after, *placements, default=Const(0, 8 * cap))
         buf.next <<= pyrtl.select(take, shifted | incoming, shifted)
         count.next <<= pyrtl.select(take, (after + wb)[:count.bitwidth], after)
-        name_ports(self, name)

@@ -27,56 +27,75 @@ Hazards (the sequencer stalls the micro-op at t0):
 - weights: a weight push waits while vectors in flight still use the bank it would overwrite
   (``SystolicArray.push_ok_next``; with double buffering this only happens when a new tile
   follows within n cycles of the tile before the previous one).
-
-Ports (``name_`` prefix): ``enq_valid``/``enq_data``/``enq_ready`` (instruction queue);
-outputs ``entries`` = [(valid, record)] of every instruction still to touch local memory
-(for the dispatcher's range checks), ``idle``, ``issue`` (a micro-op issued), ``stall``
-(work waiting), ``uop_matmul`` (a MatMul vector entered the array), ``array_busy``,
-``acc_busy`` and ``port_a_valid``/``port_a_ready`` (activity of the array, the accumulators
-and local port A, for the sampler). All outputs are 1 bit except ``entries``.
 """
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pyrtl
 from pyrtl import Const, Register, WireVector
 
-from ..arch import Architecture
+from ..isa import Layout
+from ..numeric import DataType
 from .accumulator import Accumulator
-from .decoder import A2L, L2A, LUT, LW, MM, SIMD_CLS, compute_struct, field_widths
-from .local_memory import LocalMemory
+from .decoder import A2L, L2A, LUT, LW, MM, SIMD_CLS, compute_struct, stride_step
 from .simd import SimdArray
-from .stream import RegFifo, Struct, name_ports, named
+from .stream import SINK, RamPort, RegFifo, Stream, Struct, connect, named
 from .systolic_array import SystolicArray
 
 
-def _step(code: WireVector, bits: int) -> WireVector:
-    """2^code modulo 2^bits (0 when code >= bits)."""
-    amount_bits = max((bits).bit_length(), 1)
-    small = code < bits
-    amount = pyrtl.select(small, code.zero_extended(max(code.bitwidth, amount_bits))[:amount_bits],
-                          Const(0, amount_bits))
-    shifted = pyrtl.shift_left_logical(Const(1, bits + 1), amount)[:bits]
-    return pyrtl.select(small, shifted, Const(0, bits))
-
-
 class ComputeUnit:
-    def __init__(self, arch: Architecture, local: LocalMemory, queue_depth: int = 2,
-                 name: str = "cu", external: list | None = None) -> None:
-        n, dt = arch.array_size, arch.dtype
+    """The compute sequencer with the systolic array, the accumulators and the SIMD array.
+
+    Args:
+        layout: the instruction :class:`~tcu_hw.isa.Layout` (array size, accumulator depth,
+            SIMD registers, lookup tables and the record widths).
+        dt: the fixed-point data type (W bits per lane).
+        queue_depth: decoded instructions queued ahead of the active one.
+        name: prefix of the wires and registers (the array, accumulators and SIMD array are
+            ``array``, ``acc`` and ``simd``).
+        external: build the accumulator RAM as ports to Verilog RAM modules.
+
+    Ports:
+        instructions: :class:`~tcu_hw.blocks.stream.Stream` sink of
+            :func:`~tcu_hw.blocks.decoder.compute_struct` records.
+        local: :class:`~tcu_hw.blocks.stream.RamPort` (user side) to local memory port A.
+        entries: list of ``valid`` (1) / ``record`` (packed) outputs: every instruction still
+            to touch local memory (for the dispatcher's range checks).
+        idle: output (1), nothing queued or in flight.
+        issue: output (1), a micro-op issued this cycle.
+        stall: output (1), work waiting.
+        uop_matmul: output (1), a MatMul vector entered the array.
+        array_busy, acc_busy: outputs (1), activity of the array and the accumulators.
+        port_a_valid, port_a_ready: outputs (1), status (not a handshake): local port A
+            wanted / granted, the pair the sampler records.
+
+    Latency: a queued instruction issues its first micro-op one cycle after it enters; a
+    micro-op's accumulator write lands n + 3 cycles after it issues.
+    """
+
+    def __init__(self, layout: Layout, dt: DataType, queue_depth: int = 2, name: str = "cu",
+                 external: list | None = None) -> None:
+        n = layout.array_size
         w = dt.width
-        f = field_widths(arch)
-        rec = compute_struct(arch)
+        f = layout.hardware
+        rec = compute_struct(layout)
         self.record = rec
 
-        q = RegFifo(rec.width, queue_depth, f"{name}_queue")
-        self.enq_valid, self.enq_data, self.enq_ready = q.enq_valid, q.enq_data, q.enq_ready
+        self.instructions = Stream(rec, f"{name}_instructions", SINK)
+        q = RegFifo(rec, queue_depth, f"{name}_queue")
+        connect(self.instructions.flipped(), q.enq)
+        deq = q.deq
+        self.local = local = RamPort(f.L, n * w, f"{name}_local", side="user")
 
         # ---------------------------------------------------------------- blocks
         tag = Struct(accumulate=1, addr=f.A)
         self.array = array = SystolicArray(n, dt, tag_width=tag.width, name="array")
-        self.acc = acc = Accumulator(arch.accumulator_depth, n, dt, name="acc", external=external)
-        self.simd = simd = SimdArray(arch, name="simd")
+        self.acc = acc = Accumulator(layout.accumulator_depth, n, dt, name="acc",
+                                     external=external)
+        self.simd = simd = SimdArray(n, dt, layout.simd_registers_depth, layout.lut_count,
+                                     layout.lut_depth, name="simd")
 
         # ---------------------------------------------------------------- active instruction
         act_valid = Register(1, f"{name}_act_valid")
@@ -106,10 +125,10 @@ class ComputeUnit:
 
         # ---------------------------------------------------------------- hazards at t0
         def writes_pending(addr: WireVector) -> WireVector:
-            acc_valid, acc_addr = acc.pending
-            hit = (t1_writes_acc & (t1_oaddr == addr)) | (acc_valid & (acc_addr == addr))
-            for valid, stage_tag in array.stages:
-                hit = hit | (valid & (tag.unpack(stage_tag).addr == addr))
+            hit = (t1_writes_acc & (t1_oaddr == addr)) | \
+                (acc.pending.valid & (acc.pending.addr == addr))
+            for stage in array.stages:
+                hit = hit | (stage.valid & (tag.unpack(stage.tag).addr == addr))
             return hit
 
         stall_port = named(needs_local & t1c[A2L], f"{name}_stall_port")
@@ -120,16 +139,16 @@ class ComputeUnit:
         finishing = issue & last
 
         # advance or load the next instruction (no bubble between instructions)
-        load = q.deq_valid & (~act_valid | finishing)
-        q.deq_ready <<= ~act_valid | finishing
-        head = rec.unpack(q.deq_data)
-        head_lstep = _step(head.ls, f.L)
+        deq.ready <<= ~act_valid | finishing
+        load = deq.fire
+        head = deq.payload
+        head_lstep = stride_step(head.ls, f.L)
         act_valid.next <<= load | (act_valid & ~finishing)
-        act_bits.next <<= pyrtl.select(load, q.deq_data, act_bits)
+        act_bits.next <<= pyrtl.select(load, deq.data, act_bits)
         index.next <<= pyrtl.select(load, Const(0, f.size),
                                     pyrtl.select(issue, (index + 1)[:f.size], index))
         lstep.next <<= pyrtl.select(load, head_lstep, lstep)
-        ostep.next <<= pyrtl.select(load, _step(head.os, f.A), ostep)
+        ostep.next <<= pyrtl.select(load, stride_step(head.os, f.A), ostep)
         lnext = pyrtl.select(cls[LW], (laddr - lstep)[:f.L], (laddr + lstep)[:f.L])
         laddr.next <<= pyrtl.select(load, head.laddr, pyrtl.select(issue, lnext, laddr))
         oaddr.next <<= pyrtl.select(load, head.oaddr,
@@ -144,54 +163,50 @@ class ComputeUnit:
 
         # ---------------------------------------------------------------- router at t1
         zero = Const(0, n * w)
-        local_data = local.a_rdata
+        local_data = local.rdata
         acc_data = acc.r_data
-        local.a_addr <<= pyrtl.select(t1c[A2L], t1_laddr, laddr)
-        local.a_write <<= t1c[A2L]
-        local.a_wdata <<= acc_data
+        local.addr <<= pyrtl.select(t1c[A2L], t1_laddr, laddr)
+        local.write <<= t1c[A2L]
+        local.wdata <<= acc_data
         acc.r_addr <<= acc_read_addr
 
-        simd.valid <<= t1c[SIMD_CLS]
-        simd.op <<= t1.op
-        simd.left <<= t1.left
-        simd.right <<= t1.right
-        simd.dest <<= t1.dest
-        simd.input <<= pyrtl.select(t1.read, acc_data, zero)
-        if arch.lut_count:
-            simd.lut_valid <<= t1c[LUT]
-            simd.lut_table <<= t1.table[:simd.lut_table.bitwidth]
-            simd.lut_index <<= t1_index[:simd.lut_index.bitwidth]
-            simd.lut_data <<= local_data
+        simd.command.drive(t1c[SIMD_CLS], op=t1.op, left=t1.left, right=t1.right, dest=t1.dest,
+                           input=pyrtl.select(t1.read, acc_data, zero))
+        if layout.lut_count:
+            simd.lut.drive(t1c[LUT], table=t1.table, index=t1_index, data=local_data)
 
         x = pyrtl.select(t1.zeroes, zero, local_data)
-        array.in_valid <<= t1_writes_acc
-        array.in_pass <<= ~t1c[MM]
-        array.in_data <<= pyrtl.select(t1c[MM], x, pyrtl.select(t1c[SIMD_CLS], simd.out,
-                                                                local_data))
-        array.in_tag <<= tag.pack(accumulate=t1.accumulate, addr=t1_oaddr)
-        array.load_valid <<= t1c[LW]
-        array.load_data <<= x
+        array.input.drive(t1_writes_acc, passthrough=~t1c[MM],
+                          data=pyrtl.select(t1c[MM], x, pyrtl.select(t1c[SIMD_CLS], simd.out,
+                                                                     local_data)),
+                          tag=tag.pack(accumulate=t1.accumulate, addr=t1_oaddr))
+        array.weights.drive(t1c[LW], data=x)
 
-        out_tag = tag.unpack(array.out_tag)
-        acc.w_valid <<= array.out_valid
-        acc.w_addr <<= out_tag.addr
-        acc.w_accumulate <<= out_tag.accumulate
-        acc.w_data <<= array.out_data
+        out_tag = tag.unpack(array.output.payload.tag)
+        acc.write.drive(array.output.valid, addr=out_tag.addr, accumulate=out_tag.accumulate,
+                        data=array.output.payload.data)
 
         # ---------------------------------------------------------------- status
-        self.issue = issue
-        self.stall = act_valid & ~issue
-        self.uop_matmul = t1c[MM]
-        self.entries = [(v, d) for v, d in q.entries] + [(act_valid, act_bits),
-                                                         (t1_valid & t1_last, t1_bits)]
+        self.entries = q.entries + [
+            SimpleNamespace(valid=named(v, f"{name}_{stage}_entry_valid"),
+                            record=named(d, f"{name}_{stage}_entry_record"))
+            for stage, v, d in (("act", act_valid, act_bits), ("t1", t1_valid & t1_last, t1_bits))]
         in_flight = t1_valid | acc.busy
-        for valid, _ in array.stages:
-            in_flight = in_flight | valid
-        self.idle = ~act_valid & ~q.deq_valid & ~in_flight
-        self.array_busy = array.out_valid | t1_writes_acc
-        self.acc_busy = acc.busy
+        for stage in array.stages:
+            in_flight = in_flight | stage.valid
+        self.idle = named(~act_valid & ~deq.valid & ~in_flight, f"{name}_idle")
+        self.issue = issue
+        self.stall = named(act_valid & ~issue, f"{name}_stall")
+        self.uop_matmul = named(t1c[MM], f"{name}_uop_matmul")
+        self.array_busy = named(array.output.valid | t1_writes_acc, f"{name}_array_busy")
+        self.acc_busy = named(acc.busy, f"{name}_acc_busy")
         # local port A as a valid/ready pair: a read wanted (granted when it issues) or an
         # acc→local write (always granted)
-        self.port_a_valid = (act_valid & needs_local) | t1c[A2L]
-        self.port_a_ready = (issue & needs_local) | t1c[A2L]
-        name_ports(self, name)
+        self.port_a_valid = named((act_valid & needs_local) | t1c[A2L], f"{name}_port_a_valid")
+        self.port_a_ready = named((issue & needs_local) | t1c[A2L], f"{name}_port_a_ready")
+
+    @classmethod
+    def from_arch(cls, arch, queue_depth: int = 2, name: str = "cu",
+                  external: list | None = None) -> "ComputeUnit":
+        """The compute unit of an :class:`~tcu_hw.arch.Architecture`."""
+        return cls(arch.layout, arch.dtype, queue_depth, name, external)

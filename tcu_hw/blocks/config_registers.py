@@ -8,11 +8,6 @@ and reset values are :data:`tcu_hw.isa.CONFIG_REGISTER_SPEC` (the timeout's rese
 - ``timeout`` is high while the decoder has held an instruction it could not dispatch for at
   least ``timeout_cycles`` consecutive cycles.
 - ``tracepoint_hit`` is high while ``pc == tracepoint``.
-
-Inputs (``name_`` prefix): ``write`` (1), ``register`` (4), ``value`` (28), ``dispatched``
-(1), ``stalled`` (1). Outputs: one wire per register (``dram0_offset`` …
-``sample_interval``, widths from the spec), ``pc`` (32), ``timeout_cycles``, ``timeout``,
-``tracepoint_hit``. Latency: a write at cycle t shows on the outputs at t+1.
 """
 
 from __future__ import annotations
@@ -21,35 +16,59 @@ import pyrtl
 from pyrtl import Const, Register, WireVector
 
 from ..isa import CONFIG_REGISTER_SPEC, CONFIG_VALUE_BITS, ConfigRegister
-from .stream import name_ports
+from .stream import SINK, Stream, Struct, named
 
 
 class ConfigRegisters:
+    """The Configure registers with the program counter and the timeout/tracepoint flags.
+
+    Args:
+        decoder_timeout: reset value of the timeout register (cycles).
+        name: prefix of the wires and registers.
+
+    Ports:
+        write: :class:`~tcu_hw.blocks.stream.Stream` sink, always ready: ``register`` (4),
+            ``value`` (28): a Configure.
+        dispatched: input (1): an instruction left the decoder this cycle (counts the PC).
+        stalled: input (1): the decoder holds an instruction it cannot dispatch.
+        dram0_offset, dram1_offset: outputs (32).
+        dram0_cache, dram1_cache: outputs (4).
+        timeout_cycles: output (16), the timeout register.
+        tracepoint: output (32).
+        pc: output (32), the program counter.
+        sample_interval: output (16).
+        timeout: output (1), the decoder has stalled for ``timeout_cycles`` or more.
+        tracepoint_hit: output (1), ``pc == tracepoint``.
+
+    Latency: a write at cycle t shows on the outputs at t+1.
+    """
+
     def __init__(self, decoder_timeout: int = 100, name: str = "cfg") -> None:
-        self.write = WireVector(1, f"{name}_write")
-        self.register = WireVector(4, f"{name}_register")
-        self.value = WireVector(CONFIG_VALUE_BITS, f"{name}_value")
+        self.write = Stream(Struct(register=4, value=CONFIG_VALUE_BITS), f"{name}_write", SINK,
+                            always_ready=True)
         self.dispatched = WireVector(1, f"{name}_dispatched")
         self.stalled = WireVector(1, f"{name}_stalled")
+        w = self.write.payload
+        regs = {}
         for reg, (width, reset) in CONFIG_REGISTER_SPEC.items():
             if reg == ConfigRegister.TIMEOUT:
                 reset = decoder_timeout
-            r = Register(width, f"{name}_{reg.label}", reset_value=reset)
-            hit = self.write & (self.register == int(reg))
-            v = self.value.zero_extended(max(width, CONFIG_VALUE_BITS))[:width]
+            r = Register(width, f"{name}_{reg.label}_q", reset_value=reset)
+            hit = self.write.valid & (w.register == int(reg))
+            v = w.value.zero_extended(max(width, CONFIG_VALUE_BITS))[:width]
             if reg == ConfigRegister.PROGRAM_COUNTER:
                 r.next <<= pyrtl.select(hit, v, (r + self.dispatched)[:width])
-                self.pc = r
             else:
                 r.next <<= pyrtl.select(hit, v, r)
-            setattr(self, reg.label, r)
-        self.timeout_cycles = self.timeout
+            regs[reg] = r
+            label = {ConfigRegister.TIMEOUT: "timeout_cycles",
+                     ConfigRegister.PROGRAM_COUNTER: "pc"}.get(reg, reg.label)
+            setattr(self, label, named(r, f"{name}_{label}"))
+        limit = regs[ConfigRegister.TIMEOUT]
         waited = Register(16, f"{name}_waited")
         full = waited == 0xFFFF
         waited.next <<= pyrtl.select(self.stalled, pyrtl.select(full, waited, (waited + 1)[:16]),
                                      Const(0, 16))
-        self.timeout = WireVector(1, f"{name}_timeout_flag")
-        self.timeout <<= self.stalled & (waited >= self.timeout_cycles)
-        self.tracepoint_hit = WireVector(1, f"{name}_tracepoint_hit")
-        self.tracepoint_hit <<= self.pc == self.tracepoint
-        name_ports(self, name)
+        self.timeout = named(self.stalled & (waited >= limit), f"{name}_timeout")
+        self.tracepoint_hit = named(regs[ConfigRegister.PROGRAM_COUNTER] ==
+                                    regs[ConfigRegister.TRACEPOINT], f"{name}_tracepoint_hit")

@@ -3,43 +3,41 @@
 Port A serves the array/accumulator side, port B the DRAM side. Each port does one read or
 one write per cycle::
 
-    cycle t     x_addr, x_write, x_wdata presented   (a write commits at the end of t)
-    cycle t+1   x_rdata = mem[x_addr of cycle t]
+    cycle t     addr, write, wdata presented    (a write commits at the end of t)
+    cycle t+1   rdata = mem[addr of cycle t]
 
 A read presented at cycle t+1 or later sees a write presented at cycle t on either port. The
 core never accesses an address on one port in the cycle the other port writes it (its hazard
 tracking guarantees it), and never uses a port's read data from a cycle in which that port
 wrote, so the memory needs no transparency between ports (see :mod:`tcu_hw.blocks.ram`).
-
-Ports (``name_`` prefix): inputs ``a_addr``, ``a_write``, ``a_wdata``, ``b_addr``,
-``b_write``, ``b_wdata``; outputs ``a_rdata``, ``b_rdata`` (width bits).
 """
 
 from __future__ import annotations
 
-from pyrtl import WireVector
-
-from ..isa import clog2
 from .ram import Ram
-from .stream import name_ports
 
 
 class LocalMemory:
+    """A ``depth`` × ``width`` true dual-port memory with registered reads.
+
+    Args:
+        depth: words (vectors); the address has max(clog2(depth), 1) bits.
+        width: bits of a word (one vector: n·W).
+        name: prefix of the RAM and its wires (port A: ``<name>_ram_p0_addr`` ...).
+        external: build the RAM as ports to a Verilog RAM module, appending its description
+            to this list (see :mod:`tcu_hw.blocks.ram`); None: a PyRTL MemBlock.
+
+    Ports:
+        a, b: :class:`~tcu_hw.blocks.stream.RamPort` (memory side): inputs ``addr`` (A),
+            ``write`` (1), ``wdata`` (width); output ``rdata`` (width), the word at the
+            previous cycle's address. No handshake: every port serves every cycle.
+
+    Latency: one cycle. ``mem`` is the MemBlock (None when external).
+    """
+
     def __init__(self, depth: int, width: int, name: str = "local",
                  external: list | None = None) -> None:
-        a = max(clog2(depth), 1)
         ram = Ram(f"{name}_ram", "tdp", width, depth, external=external)
         self.ram = ram
         self.mem = ram.mem
-        for p, port in enumerate(("a", "b")):
-            addr = WireVector(a, f"{name}_{port}_addr")
-            write = WireVector(1, f"{name}_{port}_write")
-            wdata = WireVector(width, f"{name}_{port}_wdata")
-            ram.addr[p] <<= addr
-            ram.write[p] <<= write
-            ram.wdata[p] <<= wdata
-            setattr(self, f"{port}_addr", addr)
-            setattr(self, f"{port}_write", write)
-            setattr(self, f"{port}_wdata", wdata)
-            setattr(self, f"{port}_rdata", ram.rdata[p])
-        name_ports(self, name)
+        self.a, self.b = ram.ports

@@ -24,7 +24,7 @@ import pyrtl
 from pyrtl import Register, WireVector
 
 from ..isa import clog2
-from .stream import name_ports
+from .stream import RamPort, named
 
 
 @dataclass(frozen=True)
@@ -39,9 +39,28 @@ class RamSpec:
 
 
 class Ram:
-    """Ports: ``tdp``: ``addr[p]``, ``write[p]``, ``wdata[p]``, ``rdata[p]`` for p in 0, 1;
-    ``sdp``: ``waddr``, ``write``, ``wdata``, and ``raddr[k]``, ``rdata[k]`` per read port.
-    Drive the address/write/data wires with ``<<=``."""
+    """A memory of ``depth`` words of ``width`` bits with registered reads.
+
+    Args:
+        name: prefix of the memory and its wires (and of its Verilog instance).
+        kind: ``"tdp"`` (two read/write ports) or ``"sdp"`` (one write port, ``reads`` read
+            ports).
+        width: bits per word.
+        depth: words (A = max(clog2(depth), 1) address bits).
+        reads: read ports of an ``sdp`` memory.
+        external: a list: build the memory as ports to a Verilog RAM module and append its
+            :class:`RamSpec` (``mem`` is then None); None: a PyRTL MemBlock (``mem``).
+
+    Ports:
+        ports: ``tdp`` only, two :class:`~tcu_hw.blocks.stream.RamPort` (memory side: inputs
+            ``addr``, ``write``, ``wdata``; output ``rdata``).
+        waddr, write, wdata: ``sdp`` only, inputs (A, 1, width bits): the write port.
+        raddr: ``sdp`` only, a list of inputs (A): one read address per read port.
+        rdata: ``sdp`` only, a list of outputs (width): the words read.
+
+    Latency: read data one cycle after its address; a write commits at the end of its
+    cycle.
+    """
 
     def __init__(self, name: str, kind: str, width: int, depth: int, reads: int = 1,
                  external: list | None = None) -> None:
@@ -49,11 +68,9 @@ class Ram:
         self.spec = RamSpec(name, kind, width, depth, reads if kind == "sdp" else 2)
         self.addr_bits = a
         if kind == "tdp":
-            self.addr = [WireVector(a, f"{name}_p{p}_addr") for p in range(2)]
-            self.write = [WireVector(1, f"{name}_p{p}_write") for p in range(2)]
-            self.wdata = [WireVector(width, f"{name}_p{p}_wdata") for p in range(2)]
-            raddrs = self.addr
-            writes = list(zip(self.addr, self.write, self.wdata))
+            self.ports = [RamPort(a, width, f"{name}_p{p}", side="memory") for p in range(2)]
+            raddrs = [p.addr for p in self.ports]
+            writes = [(p.addr, p.write, p.wdata) for p in self.ports]
         elif kind == "sdp":
             self.waddr = WireVector(a, f"{name}_waddr")
             self.write = WireVector(1, f"{name}_write")
@@ -70,11 +87,11 @@ class Ram:
             self.mem = mem
             for addr, write, data in writes:
                 mem[addr] <<= pyrtl.MemBlock.EnabledWrite(data, write)
-            self.rdata = []
+            read = []
             for k, addr in enumerate(raddrs):
                 q = Register(a, f"{name}_raddr{k}_q")
                 q.next <<= addr
-                self.rdata.append(mem[q])
+                read.append(mem[q])
         else:
             external.append(self.spec)
             self.mem = None
@@ -82,6 +99,9 @@ class Ram:
                     ([self.waddr] if kind == "sdp" else []):
                 out = pyrtl.Output(wire.bitwidth, f"xram_{wire.name}")
                 out <<= wire
-            self.rdata = [pyrtl.Input(width, f"xram_{name}_rdata{k}")
-                          for k in range(len(raddrs))]
-        name_ports(self, name)
+            read = [pyrtl.Input(width, f"xram_{name}_rdata{k}") for k in range(len(raddrs))]
+        if kind == "tdp":
+            for p, data in zip(self.ports, read):
+                p.rdata <<= data
+        else:
+            self.rdata = [named(data, f"{name}_rdata{k}") for k, data in enumerate(read)]

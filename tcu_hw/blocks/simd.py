@@ -1,68 +1,84 @@
 """SIMD ALU array (TCU.md §4.4–4.6): one ALU per lane, vector registers, lookup tables.
 
-Each cycle with ``valid`` the array computes ``out = op(left, right)`` lane-wise, where a
-source 0 is the ``input`` vector and source r is register r, and at the end of the cycle writes
-register ``dest`` (if non-zero) with ``out``. Ops and their results are those of
+Each cycle with ``command.valid`` the array computes ``out = op(left, right)`` lane-wise,
+where a source 0 is the command's ``input`` vector and source r is register r, and at the end
+of the cycle writes register ``dest`` (if non-zero) with ``out``. Ops and their results are those of
 :func:`tcu_hw.alu.simd_result` (NoOp passes the input through and writes nothing).
 
 Lookup (op 16, only with ``lut_count = N ≥ 1``): k = the largest index with
 ``key[k] <= left`` (0 below the first key, a priority encoder); ``out = left - key[k]``
 (saturating) goes to register ``dest`` (if non-zero) and ``value_t[k]`` to register
 ``dest + t`` for t = 1..N. The tables (one key table and N value tables of ``lut_depth``
-scalars) are shared by all lanes and loaded a vector at a time: ``lut_valid`` writes scalars
-``lut_index·n .. lut_index·n + n-1`` of table ``lut_table`` from ``lut_data``.
+scalars) are shared by all lanes and loaded a vector at a time: a transfer on ``lut`` writes
+scalars ``index·n .. index·n + n-1`` of table ``table`` from ``data``.
 
-Ports (``name_`` prefix): inputs ``valid`` (1), ``op`` (OPB), ``left``, ``right``, ``dest``
-(R bits each), ``input`` (n·W), ``lut_valid`` (1), ``lut_table`` (clog2(N+1)), ``lut_index``
-(clog2(ceil(D/n))), ``lut_data`` (n·W). Output ``out`` (n·W), combinational from the inputs
-of the same cycle. Register writes take effect for the next cycle. Undefined ops, registers
-beyond the depth and Lookups that would overflow the registers are refused by the decoder
-before they get here (they give 0 and write nothing here).
+Undefined ops, registers beyond the depth and Lookups that would overflow the registers are
+refused by the decoder before they get here (they give 0 and write nothing here).
 """
 
 from __future__ import annotations
 
-import math
-
 import pyrtl
 from pyrtl import Const, Register, WireVector
 
-from ..arch import Architecture
-from ..isa import SimdOp, clog2
+from ..isa import (SimdOp, clog2, lut_table_bits, lut_vectors, simd_op_bits,
+                   simd_selector_bits)
+from ..numeric import DataType
 from . import fixed, lanes
-from .stream import name_ports
+from .stream import SINK, Stream, Struct, named
 
 
 class SimdArray:
-    def __init__(self, arch: Architecture, name: str = "simd") -> None:
-        dt, n = arch.dtype, arch.array_size
+    """n SIMD ALUs with ``registers`` vector registers and optional lookup tables.
+
+    Args:
+        n: lanes.
+        dt: the fixed-point data type (W = ``dt.width``).
+        registers: vector registers r = 1..registers (``simd_registers_depth``).
+        lut_count: value tables N (0: no Lookup op and no ``lut`` port).
+        lut_depth: scalars per table D.
+        name: prefix of the wires.
+
+    Ports:
+        command: :class:`~tcu_hw.blocks.stream.Stream` sink, always ready: ``op`` (OPB =
+            :func:`~tcu_hw.isa.simd_op_bits`), ``left``, ``right``, ``dest`` (R =
+            :func:`~tcu_hw.isa.simd_selector_bits` each, at least 1), ``input`` (n·W).
+        out: output (n·W), the result, combinational from ``command`` of the same cycle.
+        lut (only with ``lut_count``): sink, always ready: ``table`` (clog2(N+1)), ``index``
+            (clog2(ceil(D/n))), ``data`` (n·W): scalars ``index·n .. index·n + n-1`` of table
+            ``table`` (0 = keys).
+
+    Latency: ``out`` in the cycle of the command; register and table writes take effect
+    for the next cycle.
+    """
+
+    def __init__(self, n: int, dt: DataType, registers: int, lut_count: int = 0,
+                 lut_depth: int = 0, name: str = "simd") -> None:
+        if lut_count and lut_depth < 1:
+            raise ValueError(f"SIMD array {name!r}: lookup tables need lut_depth >= 1")
         w = dt.width
-        lay = arch.layout
-        depth, nlut, dlut = arch.simd_registers_depth, arch.lut_count, arch.lut_depth
-        self.valid = WireVector(1, f"{name}_valid")
-        self.op = WireVector(lay.simd_op_bits, f"{name}_op")
-        rbits = max(lay.R, 1)
-        self.left = WireVector(rbits, f"{name}_left")
-        self.right = WireVector(rbits, f"{name}_right")
-        self.dest = WireVector(rbits, f"{name}_dest")
-        self.input = WireVector(n * w, f"{name}_input")
+        depth, nlut, dlut = registers, lut_count, lut_depth
+        op_bits = simd_op_bits(nlut)
+        rbits = max(simd_selector_bits(registers), 1)
+        self.command = Stream(Struct(op=op_bits, left=rbits, right=rbits, dest=rbits,
+                                     input=n * w), f"{name}_command", SINK, always_ready=True)
+        cmd = self.command.payload
 
         regs = [Register(n * w, f"{name}_r{r}") for r in range(1, depth + 1)]
-        self.registers = regs
 
         def source(sel: WireVector) -> list[WireVector]:
-            return lanes.split(pyrtl.mux(sel, self.input, *regs, default=Const(0, n * w))
-                               if regs else self.input, n)
+            return lanes.split(pyrtl.mux(sel, cmd.input, *regs, default=Const(0, n * w))
+                               if regs else cmd.input, n)
 
-        left, right = source(self.left), source(self.right)
+        left, right = source(cmd.left), source(cmd.right)
         one = Const(dt.one, w)
         zero = Const(0, w)
 
         def flag(c: WireVector) -> WireVector:
             return pyrtl.select(c, one, zero)
 
-        inputs = lanes.split(self.input, n)
-        op = self.op
+        inputs = lanes.split(cmd.input, n)
+        op = cmd.op
         # one saturating adder and one comparator per lane serve several ops
         is_sub = (op == SimdOp.SUBTRACT) | (op == SimdOp.DECREMENT) | \
             ((op == SimdOp.LOOKUP) if nlut else Const(0, 1))
@@ -71,7 +87,6 @@ class SimdArray:
         if nlut:
             tables = [[Register(w, f"{name}_lut{t}_{k}") for k in range(dlut)]
                       for t in range(nlut + 1)]
-            self.tables = tables
         results, lookup_values = [], []
         for i in range(n):
             a, b = left[i], right[i]
@@ -109,15 +124,14 @@ class SimdArray:
 
         # lookup tables are loaded a vector at a time
         if nlut:
-            vectors = math.ceil(dlut / n)
-            self.lut_valid = WireVector(1, f"{name}_lut_valid")
-            self.lut_table = WireVector(max(clog2(nlut + 1), 1), f"{name}_lut_table")
-            self.lut_index = WireVector(max(clog2(vectors), 1), f"{name}_lut_index")
-            self.lut_data = WireVector(n * w, f"{name}_lut_data")
-            data = lanes.split(self.lut_data, n)
+            self.lut = Stream(Struct(table=max(lut_table_bits(nlut), 1),
+                                     index=max(clog2(lut_vectors(dlut, n)), 1), data=n * w),
+                              f"{name}_lut", SINK, always_ready=True)
+            load = self.lut.payload
+            data = lanes.split(load.data, n)
             for t in range(nlut + 1):
                 for k in range(dlut):
-                    hit = self.lut_valid & (self.lut_table == t) & (self.lut_index == k // n)
+                    hit = self.lut.valid & (load.table == t) & (load.index == k // n)
                     tables[t][k].next <<= pyrtl.select(hit, data[k % n], tables[t][k])
 
         category = {SimdOp.NOOP: "input", SimdOp.ZERO: "zero", SimdOp.MOVE: "move",
@@ -129,31 +143,31 @@ class SimdArray:
         names = list(results[0])
         code = {nm: k for k, nm in enumerate(names)}
         cbits = max(clog2(len(names)), 1)
-        sel = pyrtl.mux(op, *[Const(code[category[SimdOp(k)]] if k < 16 or (k == 16 and nlut)
-                                    else code["zero"], cbits)
-                              for k in range(1 << lay.simd_op_bits)])
-        out = [pyrtl.mux(sel, *[r[nm] for nm in names], default=zero) for r in results]
-        self.out = lanes.join(out)
+        count = SimdOp.defined_count(nlut)
+        sel = pyrtl.mux(op, *[Const(code[category[SimdOp(k)]] if k < count else code["zero"],
+                                    cbits) for k in range(1 << op_bits)])
+        out = lanes.join([pyrtl.mux(sel, *[r[nm] for nm in names], default=zero)
+                          for r in results])
+        self.out = named(out, f"{name}_out")
 
-        defined = (self.op != SimdOp.NOOP) & (self.op < (17 if nlut else 16))
-        is_lookup = (self.op == SimdOp.LOOKUP) if nlut else Const(0, 1)
+        defined = (op != SimdOp.NOOP) & (op < count)
+        is_lookup = (op == SimdOp.LOOKUP) if nlut else Const(0, 1)
         for r, reg in enumerate(regs, start=1):
-            write = self.valid & defined & (self.dest == r)
-            value = self.out
+            write = self.command.valid & defined & (cmd.dest == r)
+            value = out
             if nlut:
                 # a Lookup also writes value table t to register dest + t
                 for t in range(1, nlut + 1):
                     if r - t < 0:
                         continue
-                    hit = self.valid & is_lookup & (self.dest == r - t)
+                    hit = self.command.valid & is_lookup & (cmd.dest == r - t)
                     vt = lanes.join([lookup_values[i][t - 1] for i in range(n)])
                     value = pyrtl.select(hit, vt, value)
                     write = write | hit
             reg.next <<= pyrtl.select(write, value, reg)
-        name_ports(self, name)
 
-    def connect_lut_idle(self) -> None:
-        """Tie the LUT load port off (when the parent never loads tables)."""
-        if hasattr(self, "lut_valid"):
-            for wire in (self.lut_valid, self.lut_table, self.lut_index, self.lut_data):
-                wire <<= 0
+    @classmethod
+    def from_arch(cls, arch, name: str = "simd") -> "SimdArray":
+        """The SIMD array of an :class:`~tcu_hw.arch.Architecture`."""
+        return cls(arch.array_size, arch.dtype, arch.simd_registers_depth, arch.lut_count,
+                   arch.lut_depth, name=name)

@@ -22,74 +22,91 @@ loads keep their sequential meaning) without any copy multiplexer. The next vect
 enters (not pass-through) switches banks and uses the new weights; vectors already in flight
 keep their bank (each stage carries a bank bit). A tile switch therefore costs only the
 pushes; the array never drains.
-
-Ports (``name_`` prefix; inputs are WireVectors to drive with ``<<=``):
-
-- ``in_valid`` (1), ``in_data`` (n·W): a vector enters; lanes are the inputs x[0..n-1].
-- ``in_pass`` (1): pass-through: the columns start from ``in_data`` instead of the bias and
-  x = 0, so ``in_data`` comes out unchanged after n cycles (MAC(0, w, z) = z exactly). Used to
-  send SIMD results and local→accumulator moves down the same pipeline.
-- ``in_tag`` (tag_width): carried alongside, out with the vector.
-- ``load_valid`` (1), ``load_data`` (n·W): push a weight vector. At most one of ``in_valid``
-  and ``load_valid`` per cycle.
-- Outputs: ``out_valid``, ``out_data``, ``out_tag`` (the vector that entered n cycles ago);
-  ``push_ok`` (a push this cycle is safe), ``push_ok_next`` (a push next cycle will be safe,
-  given this cycle's inputs — for controllers whose push data comes from a registered read);
-  ``stages`` = [(valid, tag)] of the pipeline registers (for hazard checks); ``bank``,
-  ``pending`` (a shadow bank is being loaded).
-
-No back-pressure: the pipeline always advances.
 """
 
 from __future__ import annotations
+
+from types import SimpleNamespace
 
 import pyrtl
 from pyrtl import Const, Register, WireVector
 
 from ..numeric import DataType
 from . import fixed, lanes
-from .stream import name_ports
+from .stream import SINK, SOURCE, Stream, Struct, named
 
 
 class SystolicArray:
+    """An n×n weight-stationary MAC array with double-buffered weights; no back-pressure.
+
+    Args:
+        n: lanes (inputs and outputs per vector); the array has n·n PEs.
+        dt: a fixed-point :class:`~tcu_hw.numeric.DataType` (W = ``dt.width`` bits per lane).
+        tag_width: bits carried alongside each vector (at least 1 wire bit).
+        name: prefix of the wires and registers.
+
+    Ports:
+        input: :class:`~tcu_hw.blocks.stream.Stream` sink, always ready: ``data`` (n·W:
+            lanes x[0..n-1]), ``passthrough`` (1: the columns start from ``data`` instead of
+            the bias and x = 0, so ``data`` comes out unchanged after n cycles, as
+            MAC(0, w, z) = z exactly), ``tag`` (tag_width).
+        weights: sink, always ready: ``data`` (n·W), one vector pushed into the weight chain.
+            At most one of ``input.valid`` and ``weights.valid`` per cycle.
+        output: source, always ready (it cannot wait: connect it to an always-ready sink):
+            ``data`` (n·W), ``tag``, the vector that entered n cycles ago.
+        push_ok: output (1), a push this cycle is safe.
+        push_ok_next: output (1), a push next cycle will be safe given this cycle's inputs
+            (for controllers whose push data comes from a registered read).
+        stages: list of ``valid`` (1) / ``tag`` outputs, the pipeline stages (for hazard
+            checks).
+        bank: output (1), the weight bank in use.
+        pending: output (1), the shadow bank is being loaded.
+
+    Latency: n cycles from ``input`` to ``output``; a push affects the next vector that
+    enters. The pipeline always advances.
+    """
+
     def __init__(self, n: int, dt: DataType, tag_width: int = 0, name: str = "array") -> None:
         if dt.is_float:
             raise ValueError("the systolic array needs a fixed-point data type")
         w = dt.width
         self.n, self.dt, self.latency = n, dt, n
         vec = n * w
-        self.in_valid = WireVector(1, f"{name}_in_valid")
-        self.in_data = WireVector(vec, f"{name}_in_data")
-        self.in_pass = WireVector(1, f"{name}_in_pass")
-        self.in_tag = WireVector(max(tag_width, 1), f"{name}_in_tag")
-        self.load_valid = WireVector(1, f"{name}_load_valid")
-        self.load_data = WireVector(vec, f"{name}_load_data")
+        tw = max(tag_width, 1)
+        self.input = Stream(Struct(data=vec, passthrough=1, tag=tw), f"{name}_input", SINK,
+                            always_ready=True)
+        self.weights = Stream(vec, f"{name}_weights", SINK, always_ready=True)
+        self.output = Stream(Struct(data=vec, tag=tw), f"{name}_output", SOURCE,
+                             always_ready=True)
+        inp = self.input.payload
+        in_valid, in_pass, in_data = self.input.valid, inp.passthrough, inp.data
+        load_valid, load_data = self.weights.valid, self.weights.payload.data
 
         # two banks of n+1 rows: row 0 = bias, row 1 + j = weights of input j; every weight
         # and partial sum is its own W-bit register (narrow words simulate much faster)
         banks = [[[Register(w, f"{name}_b{b}_r{r}_l{i}") for i in range(n)]
                   for r in range(n + 1)] for b in range(2)]
-        cur = Register(1, f"{name}_bank")
-        pending = Register(1, f"{name}_pending")
-        self.bank, self.pending = cur, pending
+        cur = Register(1, f"{name}_bank_q")
+        pending = Register(1, f"{name}_pending_q")
+        self.bank, self.pending = named(cur, f"{name}_bank"), named(pending, f"{name}_pending")
 
-        enter = self.in_valid & ~self.in_pass                    # a vector that uses weights
+        enter = in_valid & ~in_pass                    # a vector that uses weights
         enter_bank = cur ^ pending                               # flips if a load is pending
         cur.next <<= pyrtl.select(enter, enter_bank, cur)
-        pending.next <<= (pending & ~enter) | self.load_valid
+        pending.next <<= (pending & ~enter) | load_valid
 
         # The staging chain always holds the logical weight chain (it shifts on every push).
         # A push loads the shadow bank from the staging chain's next value, so after any push
         # the shadow bank equals the chain: partial loads keep their meaning and no bank needs
         # a copy multiplexer (every register loads one source under a clock enable).
-        pushed = lanes.split(self.load_data, n)
+        pushed = lanes.split(load_data, n)
         staging = [[Register(w, f"{name}_st_r{r}_l{i}") for i in range(n)] for r in range(n + 1)]
         for i in range(n):
             for r in range(n + 1):
                 src = pushed[i] if r == 0 else staging[r - 1][i]
-                staging[r][i].next <<= pyrtl.select(self.load_valid, src, staging[r][i])
+                staging[r][i].next <<= pyrtl.select(load_valid, src, staging[r][i])
                 for b in range(2):
-                    write = self.load_valid & (cur != b)
+                    write = load_valid & (cur != b)
                     banks[b][r][i].next <<= pyrtl.select(write, src, banks[b][r][i])
 
         def row(bank_bit: WireVector, r: int) -> list[WireVector]:
@@ -102,7 +119,7 @@ class SystolicArray:
         st = [Register(max(tag_width, 1), f"{name}_s{j}_tag") for j in range(n)]
         sp = [[Register(w, f"{name}_s{j}_sum_l{i}") for i in range(n)] for j in range(n)]
 
-        x = lanes.split(pyrtl.select(self.in_pass, Const(0, vec), self.in_data), n)
+        x = lanes.split(pyrtl.select(in_pass, Const(0, vec), in_data), n)
         xd = [x[0]]
         for j in range(1, n):
             d = x[j]
@@ -112,19 +129,19 @@ class SystolicArray:
                 d = r
             xd.append(d)
 
-        data_in = lanes.split(self.in_data, n)
+        data_in = lanes.split(in_data, n)
         bias = row(enter_bank, 0)
-        col_in = [pyrtl.select(self.in_pass, data_in[i], bias[i]) for i in range(n)]
+        col_in = [pyrtl.select(in_pass, data_in[i], bias[i]) for i in range(n)]
         prev, prev_bank = col_in, enter_bank
         for j in range(n):
             weights = row(prev_bank, 1 + j)
             for i in range(n):
                 sp[j][i].next <<= fixed.mac(xd[j], weights[i], prev[i], dt)
             if j == 0:
-                sv[0].next <<= self.in_valid
+                sv[0].next <<= in_valid
                 sw[0].next <<= enter
                 sb[0].next <<= enter_bank
-                st[0].next <<= self.in_tag
+                st[0].next <<= inp.tag
             else:
                 sv[j].next <<= sv[j - 1]
                 sw[j].next <<= sw[j - 1]
@@ -132,10 +149,10 @@ class SystolicArray:
                 st[j].next <<= st[j - 1]
             prev, prev_bank = sp[j], sb[j]
 
-        self.out_valid = sv[-1]
-        self.out_data = lanes.join(sp[-1])
-        self.out_tag = st[-1]
-        self.stages = list(zip(sv, st))
+        self.output.drive(sv[-1], data=lanes.join(sp[-1]), tag=st[-1])
+        self.stages = [SimpleNamespace(valid=named(v, f"{name}_stage{j}_valid"),
+                                       tag=named(t, f"{name}_stage{j}_tag"))
+                       for j, (v, t) in enumerate(zip(sv, st))]
 
         # A push writes the shadow bank at the end of its cycle; vectors that will still read
         # that bank in a later cycle (stages 0..n-3 at the push) must not use it.
@@ -148,13 +165,6 @@ class SystolicArray:
         self.push_ok = WireVector(1, f"{name}_push_ok")
         self.push_ok <<= pending | ~users(~cur, n - 2)
         next_cur = pyrtl.select(enter, enter_bank, cur)
-        next_pending = (pending & ~enter) | self.load_valid
+        next_pending = (pending & ~enter) | load_valid
         self.push_ok_next = WireVector(1, f"{name}_push_ok_next")
         self.push_ok_next <<= next_pending | ~users(~next_cur, n - 3)
-        name_ports(self, name)
-
-    def connect_idle(self) -> None:
-        """Drive every input with 0 (for standalone use of only some ports)."""
-        for wire in (self.in_valid, self.in_data, self.in_pass, self.in_tag, self.load_valid,
-                     self.load_data):
-            wire <<= 0

@@ -120,3 +120,13 @@ def test_float_reference_without_onnxruntime_says_what_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "onnxruntime", None)          # import fails
     with pytest.raises(CompileError, match=r"needs onnxruntime: pip install onnxruntime"):
         onnxruntime_outputs(gemm(4, 4), {"x": np.zeros((1, 4), np.float32)})
+
+
+def test_unknown_resize_nearest_mode_is_named():
+    sc = np.array([1, 1, 2, 2], np.float32)
+    m = make_model([helper.make_node("Resize", ["x", "", "sc"], ["y"], name="up", mode="nearest",
+                                     nearest_mode="round_half_even")],
+                   {"x": (1, 4, 4, 4)}, ["y"], {"sc": sc})
+    with pytest.raises(CompileError, match=r"up.*nearest_mode 'round_half_even' is not "
+                                           r"supported; supported: round_prefer_floor"):
+        compile_model(m, "pynqz1")

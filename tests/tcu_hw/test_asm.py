@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 from hypothesis import given, settings
 
@@ -90,3 +93,21 @@ def test_errors_name_the_line(line, message):
         assemble(text, source="prog.tasm", layout=preset("pynqz1").layout)
     assert str(err.value).startswith("prog.tasm:2: ")
     assert message in str(err.value)
+
+
+def test_disassembler_cli(speech_dir, tmp_path):
+    prog = speech_dir / "speech_commands_onnx_speech_robot.tprog"
+    tarch = speech_dir / "speech_robot.tarch"
+    run = subprocess.run([sys.executable, "-m", "tcu_hw.asm", "--arch", str(tarch), str(prog),
+                          "--bytes"], capture_output=True, text=True, check=True)
+    lines = run.stdout.splitlines()
+    assert len(lines) == 80308
+    assert lines[0].startswith("    0: DataMove[")
+    assert lines[0].split("; ")[1] == prog.read_bytes()[:8].hex(" ")
+    bad = tmp_path / "short.tprog"
+    bad.write_bytes(b"\0" * 7)
+    run = subprocess.run([sys.executable, "-m", "tcu_hw.asm", "-a", "pynqz1", str(bad)],
+                         capture_output=True, text=True)
+    assert run.returncode == 2
+    assert run.stderr.startswith("error: ") and "short.tprog" in run.stderr
+    assert "Traceback" not in run.stderr

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -13,7 +11,6 @@ from tcu_hw.errors import ArtifactError, EncodingError
 from tcu_hw.isa import (SIMD, Configure, ConfigRegister, DataMove, DataMoveKind, Illegal,
                         Layout, LoadLUT, LoadWeights, MatMul, NoOp, SimdOp, clog2, flush_probe,
                         read_program, write_program)
-
 
 
 def test_clog2():
@@ -256,24 +253,6 @@ def test_speech_program_decodes_completely(speech_dir):
     assert all(i.known_kind is not None for i in program if isinstance(i, DataMove))
     data = (speech_dir / "speech_commands_onnx_speech_robot.tprog").read_bytes()
     assert arch.layout.encode_program(program) == data
-
-
-def test_disassembler_cli(speech_dir, tmp_path):
-    prog = speech_dir / "speech_commands_onnx_speech_robot.tprog"
-    tarch = speech_dir / "speech_robot.tarch"
-    run = subprocess.run([sys.executable, "-m", "tcu_hw.isa", "--arch", str(tarch), str(prog),
-                          "--bytes"], capture_output=True, text=True, check=True)
-    lines = run.stdout.splitlines()
-    assert len(lines) == 80308
-    assert lines[0].startswith("    0: DataMove[")
-    assert lines[0].split("; ")[1] == prog.read_bytes()[:8].hex(" ")
-    bad = tmp_path / "short.tprog"
-    bad.write_bytes(b"\0" * 7)
-    run = subprocess.run([sys.executable, "-m", "tcu_hw.isa", "-a", "pynqz1", str(bad)],
-                         capture_output=True, text=True)
-    assert run.returncode == 2
-    assert run.stderr.startswith("error: ") and "short.tprog" in run.stderr
-    assert "Traceback" not in run.stderr
 
 
 @settings(max_examples=500, deadline=None)

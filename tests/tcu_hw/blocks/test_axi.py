@@ -107,10 +107,10 @@ def test_instruction_stream_width_conversion(ib, width):
         s = InstructionStream(ib, width, name="axis")
         tdata, tvalid, ready = (pyrtl.Input(width, "tdata"), pyrtl.Input(1, "tvalid"),
                                 pyrtl.Input(1, "ready"))
-        s.tdata <<= tdata
-        s.tvalid <<= tvalid
-        s.out_ready <<= ready
-        for name, wire in (("tready", s.tready), ("ovalid", s.out_valid), ("odata", s.out_data)):
+        s.words.drive(tvalid, data=tdata)
+        s.instructions.ready <<= ready
+        for name, wire in (("tready", s.words.ready), ("ovalid", s.instructions.valid),
+                           ("odata", s.instructions.payload.data)):
             o = pyrtl.Output(wire.bitwidth, name)
             o <<= wire
     sim = ArraySimulation(block=block)

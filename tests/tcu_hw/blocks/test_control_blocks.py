@@ -52,12 +52,12 @@ def test_config_registers_pc_timeout_tracepoint():
     block = pyrtl.Block()
     with pyrtl.set_working_block(block):
         cfg = ConfigRegisters(decoder_timeout=100)
-        inputs = {}
-        for wire, width in ((cfg.write, 1), (cfg.register, 4), (cfg.value, 28),
-                            (cfg.dispatched, 1), (cfg.stalled, 1)):
-            i = pyrtl.Input(width, f"i_{wire.name}")
+        w = cfg.write.payload
+        for name, wire in (("cfg_write", cfg.write.valid), ("cfg_register", w.register),
+                           ("cfg_value", w.value), ("cfg_dispatched", cfg.dispatched),
+                           ("cfg_stalled", cfg.stalled)):
+            i = pyrtl.Input(wire.bitwidth, f"i_{name}")
             wire <<= i
-            inputs[wire.name] = i
         for name, wire in (("pc", cfg.pc), ("timeout", cfg.timeout), ("trace", cfg.tracepoint_hit),
                            ("tvalue", cfg.timeout_cycles)):
             o = pyrtl.Output(wire.bitwidth, f"o_{name}")
@@ -77,10 +77,12 @@ def test_sampler_period_blocks_and_drops():
         s = Sampler(block_size=3)
         interval, tready = pyrtl.Input(16, "interval"), pyrtl.Input(1, "tready")
         s.interval <<= interval
-        s.tready <<= tready
+        s.samples.ready <<= tready
         s.pc <<= pyrtl.Const(0xABCD, 32)
         s.pairs <<= pyrtl.Const(0x8001, 16)
-        for name, wire in (("v", s.tvalid), ("d", s.tdata), ("l", s.tlast), ("x", s.dropped)):
+        out = s.samples
+        for name, wire in (("v", out.valid), ("d", out.payload.data), ("l", out.payload.last),
+                           ("x", s.dropped)):
             o = pyrtl.Output(wire.bitwidth, name)
             o <<= wire
     sim = ArraySimulation(block=block)
@@ -102,11 +104,11 @@ def test_sampler_interval_lowered_while_counting():
         s = Sampler(block_size=1)
         interval = pyrtl.Input(16, "interval")
         s.interval <<= interval
-        s.tready <<= 1
+        s.samples.ready <<= 1
         s.pc <<= pyrtl.Const(0, 32)
         s.pairs <<= pyrtl.Const(0, 16)
         o = pyrtl.Output(1, "v")
-        o <<= s.tvalid
+        o <<= s.samples.valid
     sim = ArraySimulation(block=block)
     intervals = [100] * 50 + [5] * 50                  # lowered at cycle 50, count at 50
     tr = sim.run_trace(100, {"interval": intervals})

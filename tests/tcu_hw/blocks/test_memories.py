@@ -41,10 +41,7 @@ def test_accumulator_writes_accumulates_and_reads():
         acc = Accumulator(depth, n, dt)
         abits, addr, f = _player(count, {"w_valid": 1, "w_addr": 4, "w_acc": 1, "r_addr": 4,
                                          "data": n * w})
-        acc.w_valid <<= f["w_valid"]
-        acc.w_addr <<= f["w_addr"]
-        acc.w_accumulate <<= f["w_acc"]
-        acc.w_data <<= f["data"]
+        acc.write.drive(f["w_valid"], addr=f["w_addr"], accumulate=f["w_acc"], data=f["data"])
         acc.r_addr <<= f["r_addr"]
         reads = pyrtl.MemBlock(n * w, abits, "reads")
         reads[addr] <<= acc.r_data
@@ -92,11 +89,12 @@ def test_local_memory_two_ports():
         abits, addr, f = _player(count, {k: (width if "data" in k else 5 if "addr" in k else 1)
                                          for k in ops[0]})
         for p in ("a", "b"):
-            for port, field in (("addr", "addr"), ("write", "write"), ("wdata", "data")):
-                wire = getattr(local, f"{p}_{port}")
+            ram_port = getattr(local, p)
+            for member, field in (("addr", "addr"), ("write", "write"), ("wdata", "data")):
+                wire = getattr(ram_port, member)
                 wire <<= f[f"{p}_{field}"]
             out = pyrtl.MemBlock(width, abits, f"out_{p}")
-            out[addr] <<= getattr(local, f"{p}_rdata")
+            out[addr] <<= ram_port.rdata
     sim = ArraySimulation(block=block)
     for k in ops[0]:
         sim.memory(f"in_{k}")[:count, 0] = [o[k] for o in ops]

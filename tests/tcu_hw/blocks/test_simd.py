@@ -31,23 +31,21 @@ def run(arch, steps):
     abits = max(1, (count - 1).bit_length())
     block = pyrtl.Block()
     with pyrtl.set_working_block(block):
-        simd = SimdArray(arch, name="simd")
+        simd = SimdArray.from_arch(arch, name="simd")
         addr = pyrtl.Register(abits, "addr")
         addr.next <<= addr + 1
+        cmd = simd.command.payload
         fields = {}
-        for f, width in (("valid", 1), ("op", simd.op.bitwidth), ("left", simd.left.bitwidth),
-                         ("right", simd.right.bitwidth), ("dest", simd.dest.bitwidth),
+        for f, width in (("valid", 1), ("op", cmd.op.bitwidth), ("left", cmd.left.bitwidth),
+                         ("right", cmd.right.bitwidth), ("dest", cmd.dest.bitwidth),
                          ("input", n * w), ("lut_valid", 1), ("lut_table", 4),
                          ("lut_index", 4)):
             fields[f] = pyrtl.MemBlock(width, abits, f"in_{f}")[addr]
-        for f in ("valid", "op", "left", "right", "dest", "input"):
-            wire = getattr(simd, f)
-            wire <<= fields[f][:wire.bitwidth]
+        names = ("op", "left", "right", "dest", "input")
+        simd.command.drive(fields["valid"], **{f: fields[f] for f in names})
         if arch.lut_count:
-            simd.lut_valid <<= fields["lut_valid"]
-            simd.lut_table <<= fields["lut_table"][:simd.lut_table.bitwidth]
-            simd.lut_index <<= fields["lut_index"][:simd.lut_index.bitwidth]
-            simd.lut_data <<= fields["input"]
+            simd.lut.drive(fields["lut_valid"], table=fields["lut_table"],
+                           index=fields["lut_index"], data=fields["input"])
         out = pyrtl.MemBlock(n * w, abits, "out")
         out[addr] <<= simd.out
     sim = ArraySimulation(block=block)

@@ -37,20 +37,18 @@ def run_commands(n, dt, commands):
         wait = (op == PUSH) & ~arr.push_ok
         go = ~done & ~wait
         pc.next <<= pyrtl.select(go, pc + 1, pc)
-        arr.in_valid <<= go & ((op == VECTOR) | (op == PASS))
-        arr.in_pass <<= op == PASS
-        arr.in_data <<= vec
-        arr.in_tag <<= addr
-        arr.load_valid <<= go & (op == PUSH)
-        arr.load_data <<= vec
+        arr.input.drive(go & ((op == VECTOR) | (op == PASS)), passthrough=op == PASS, data=vec,
+                        tag=addr)
+        arr.weights.drive(go & (op == PUSH), data=vec)
         outs = pyrtl.MemBlock(n * w, abits, "outs")
         k = pyrtl.Register(abits + 1, "k")
-        k.next <<= k + arr.out_valid
-        outs[k[:abits]] <<= pyrtl.MemBlock.EnabledWrite(arr.out_data, arr.out_valid)
+        out = arr.output
+        k.next <<= k + out.valid
+        outs[k[:abits]] <<= pyrtl.MemBlock.EnabledWrite(out.payload.data, out.valid)
         cycle = pyrtl.Register(32, "cycle")
         cycle.next <<= cycle + 1
         last = pyrtl.Register(32, "last")
-        last.next <<= pyrtl.select(arr.out_valid, cycle, last)
+        last.next <<= pyrtl.select(out.valid, cycle, last)
         last_out = pyrtl.Output(32, "last_out")
         last_out <<= last
     sim = ArraySimulation(block=block)

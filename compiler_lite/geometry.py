@@ -1,0 +1,64 @@
+"""Spatial geometry shared by the lowering and the operators: the (S0, S1) plane of a
+[N, C, L] or [N, C, H, W] tensor, and the windows (kernel, strides, dilations, pads) of
+convolution and pooling nodes.
+"""
+
+from __future__ import annotations
+
+from .frontend import Node
+from .ir import ceil_div
+
+
+def spatial(shape) -> tuple[int, int] | None:
+    """(S0, S1) of a [N, C, S...] tensor with 1 or 2 spatial axes (1-D as one row)."""
+    if len(shape) == 3:
+        return 1, int(shape[2])
+    if len(shape) == 4:
+        return int(shape[2]), int(shape[3])
+    return None
+
+
+def check_spatial(node, g, arch) -> list[str]:
+    """Checker (see :mod:`compiler_lite.registry`) of ops whose input must be a 1-D or 2-D
+    signal."""
+    shape = g.shapes.get(node.inputs[0])
+    if shape is None:
+        return ["unknown input shape"]
+    if spatial(shape) is None:
+        return [f"input rank {len(shape)}: only 1-D and 2-D signals ([N,C,L] or [N,C,H,W]) "
+                f"are supported"]
+    return []
+
+
+def conv_pads(node: Node, in_shape, kernel, strides, dilations) -> list[int]:
+    """Explicit pads [b0, b1, ..., e0, e1, ...] after resolving ``auto_pad``."""
+    dims = len(kernel)
+    auto = node.attr("auto_pad", "NOTSET")
+    if auto in ("NOTSET", "", None):
+        pads = list(node.attr("pads", [0] * 2 * dims))
+        return pads if pads else [0] * 2 * dims
+    if auto == "VALID":
+        return [0] * 2 * dims
+    begin, end = [], []
+    for k in range(dims):
+        size = in_shape[2 + k]
+        out = ceil_div(size, strides[k])
+        total = max(0, (out - 1) * strides[k] + (kernel[k] - 1) * dilations[k] + 1 - size)
+        small, big = total // 2, total - total // 2
+        b, e = (small, big) if auto == "SAME_UPPER" else (big, small)
+        begin.append(b)
+        end.append(e)
+    return begin + end
+
+
+def window_attrs(node: Node, in_shape, kernel=None):
+    """(kernel, strides, dilations, pads [t, b, l, r] on (S0, S1)) of a Conv/Pool node on a
+    1-D or 2-D input."""
+    dims = len(in_shape) - 2
+    kernel = list(kernel if kernel is not None else node.attr("kernel_shape"))
+    strides = list(node.attr("strides", [1] * dims) or [1] * dims)
+    dil = list(node.attr("dilations", [1] * dims) or [1] * dims)
+    pads = conv_pads(node, in_shape, kernel, strides, dil)
+    if dims == 1:                       # a 1-D signal is one row: its axis is S1
+        return ([1, kernel[0]], [1, strides[0]], [1, dil[0]], [0, 0, pads[0], pads[1]])
+    return kernel, strides, dil, [pads[0], pads[2], pads[1], pads[3]]

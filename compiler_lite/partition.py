@@ -1,0 +1,341 @@
+"""How a layer is cut into partitions, and where its working areas go in local memory.
+
+A partition computes a range of the layer's output buffer: whole rows of its frame, or pixels
+when a row does not fit. :class:`PartitionSearch` finds, for each way of holding the weight
+tiles (all resident, or streamed in two chunks) with and without double-buffered staging, the
+largest partition that fits the accumulators and the local arena, and keeps the cheapest (see
+the ``*_COST`` constants). :func:`layout_arena` then places tiles, constants and staging areas
+(see :mod:`compiler_lite.emit` for the picture).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from .ir import Buffer, Space
+from .kernels import Layer, Linear, Load, Reduce, Simd
+from .plan import LayerConsts
+
+#: Partitions of a layer are alike, so the search for the partition size looks at this many of
+#: them at most (spread evenly), then confirms the size it chose on every partition.
+SEARCH_SAMPLE = 48
+
+#: A staged source span of at most this many vectors is always loaded whole.
+SPARSE_MIN_SPAN = 16
+#: A longer span loads only the vectors read when they are less than half of it and form at
+#: most max(SPARSE_MIN_RUNS, vectors read // SPARSE_VECTORS_PER_RUN) runs of consecutive
+#: vectors (each run is one DataMove or more).
+SPARSE_MIN_RUNS = 64
+SPARSE_VECTORS_PER_RUN = 32
+
+#: The cost of a partitioning, in instructions (the lowest wins): every weight tile is loaded
+#: again in every partition (LoadWeights, and its MatMul runs break there) ...
+TILE_COST = 2
+#: ... every partition loads each staged source and stores its output (two moves) ...
+STORE_MOVES = 2
+#: ... this many vectors moved from or to DRAM cost one instruction ...
+DRAM_VECTORS_PER_INSTRUCTION = 16
+#: ... and without double buffering each partition waits for its loads.
+SINGLE_BUFFER_COST = 1
+
+
+@dataclass
+class Stage:
+    """Vectors of one source buffer staged for a partition: the span [lo, hi), or only
+    ``needed`` (sorted, packed in order) when most of the span is unused."""
+
+    lo: int
+    hi: int
+    needed: np.ndarray | None = None
+
+    @property
+    def size(self) -> int:
+        return self.hi - self.lo if self.needed is None else len(self.needed)
+
+
+def stage_of(xs: np.ndarray) -> Stage:
+    """What to load of a staged source whose vectors ``xs`` (relative, unsorted, repeats
+    allowed) a partition reads: the span, or only those vectors when they are few and in few
+    runs (see the ``SPARSE_*`` constants)."""
+    lo, hi = int(xs.min()), int(xs.max()) + 1
+    if hi - lo > SPARSE_MIN_SPAN:
+        mask = np.zeros(hi - lo, dtype=bool)
+        mask[xs - lo] = True
+        count = int(mask.sum())
+        if hi - lo > 2 * count:
+            v = np.nonzero(mask)[0] + lo
+            segments = 1 + int(np.count_nonzero(np.diff(v) != 1))
+            if segments <= max(SPARSE_MIN_RUNS, count // SPARSE_VECTORS_PER_RUN):
+                return Stage(lo, hi, v)         # load only what is read
+    return Stage(lo, hi, None)
+
+
+# ---------------------------------------------------------------------- partition ranges
+
+def ranges_fn(layer: Layer, acc_bufs: list[Buffer]) -> Callable:
+    """A function (a, b) → {acc buffer: (lo, hi)}: the vectors of every buffer the layer
+    writes that a partition computing output vectors [a, b) needs."""
+    F = layer.out
+    steps = layer.steps
+
+    def ranges(a, b):
+        R = {F: (a, b)}
+
+        def widen(buf, lo, hi):
+            old = R.get(buf)
+            if old and old[1] > old[0]:
+                lo, hi = min(old[0], lo), max(old[1], hi)
+            R[buf] = (lo, hi)
+
+        for _ in range(len(steps) + 1):         # until the ranges stop growing
+            before = dict(R)
+            for s in reversed(steps):
+                if isinstance(s, Reduce) and s.out in R:
+                    lo, hi = R[s.out]
+                    idx = s.indices[s.indptr[lo]:s.indptr[hi]]
+                    if len(idx):
+                        widen(s.src, int(idx.min()), int(idx.max()) + 1)
+                elif isinstance(s, Simd) and s.aux_buf is not None and s.buf in R:
+                    lo, hi = R[s.buf]
+                    i0, i1 = np.searchsorted(s.o, [lo, hi])
+                    if i1 > i0:
+                        aux = s.aux[i0:i1]
+                        widen(s.aux_buf, int(aux.min()), int(aux.max()) + 1)
+            if R == before:
+                break
+        for buf in acc_bufs:
+            R.setdefault(buf, (0, 0))
+        return R
+    return ranges
+
+
+def spans_fn(space: Space, layer: Layer, staged: list[Buffer]) -> Callable:
+    """A function ranges → {staged source buffer: :class:`Stage`}: what a partition with
+    these accumulator ranges loads of each source that lives in DRAM."""
+    per = []
+    for s in layer.steps:
+        if isinstance(s, (Linear, Load)) and len(s.x):
+            ok = s.x >= 0
+            o = s.o[ok]
+            x = s.x[ok]
+            own = space.owner(x)
+            order = np.argsort(o, kind="stable")
+            per.append((s.out, o[order], x[order], own[order]))
+    index = {id(b): k for k, b in enumerate(space.buffers)}
+
+    def spans(R):
+        found: dict = {}
+        for buf_out, o, x, own in per:
+            lo, hi = R.get(buf_out, (0, 0))
+            i0, i1 = np.searchsorted(o, [lo, hi])
+            if i1 <= i0:
+                continue
+            xs, os_ = x[i0:i1], own[i0:i1]
+            for b in staged:
+                sel = os_ == index[id(b)]
+                if sel.any():
+                    found.setdefault(b, []).append(xs[sel] - b.start)
+        return {b: stage_of(np.concatenate(parts) if len(parts) > 1 else parts[0])
+                for b, parts in found.items()}
+    return spans
+
+
+# ---------------------------------------------------------------------- partition search
+
+@dataclass
+class Need:
+    """What partitions of one size need: the most over the partitions looked at."""
+
+    acc: int                            # accumulator vectors, the layer's constants included
+    local: int                          # local vectors of the staging areas (all copies)
+    bounds: list[tuple[int, int]]       # every partition's [a, b) in the output buffer
+    stage: dict[Buffer, int]            # staged source → vectors of one staging area
+    out: int                            # vectors of one output staging area
+
+
+@dataclass
+class Partitioning:
+    """How a layer is cut: partitions of ``rows × units`` vectors of its output buffer.
+
+    ``mode`` says where the weight tiles are in local memory: "all" loaded once, "stream" in
+    two chunks loaded as the MatMuls go, "none" read where the constants image has them (the
+    constants live in local memory).
+    """
+
+    mode: str                           # tiles: "all", "stream" or "none" (see below)
+    double: bool                        # staging areas double-buffered
+    rows: int
+    units: int                          # vectors per row: a frame row, or one pixel
+    need: Need                          # checked on every partition
+
+    @property
+    def bounds(self) -> list[tuple[int, int]]:
+        return self.need.bounds
+
+
+class PartitionSearch:
+    """Finds the partitioning of one layer that fits the accumulators and the local arena at
+    the lowest cost (see the ``*_COST`` constants).
+
+    ``ranges_of(a, b)`` gives the accumulator range of every buffer the layer writes for
+    output vectors [a, b), ``spans_of(ranges)`` the vectors of each staged source they read.
+    ``fixed_local`` is what the arena holds besides tiles and staging (the constants).
+    """
+
+    def __init__(self, out: Buffer, staged: list[Buffer], ranges_of: Callable,
+                 spans_of: Callable, lc: LayerConsts, arena: int, fixed_local: int,
+                 acc_depth: int, to_local: bool) -> None:
+        self.out = out
+        self.staged = staged
+        self.ranges_of = ranges_of
+        self.spans_of = spans_of
+        self.arena = arena
+        self.fixed_local = fixed_local
+        self.acc_depth = acc_depth
+        self.to_local = to_local
+        self.acc_consts = lc.simd_count
+        self.tile_vectors = lc.tile_vectors
+        self.tiles = sum(len(refs) for refs in lc.tiles)
+        self.max_tile = max((r.rows + 1 for refs in lc.tiles for r in refs), default=0)
+        self.out_local = out.home is not None and out.home[0] == "local"
+        self.units = [out.row]          # whole frame rows, else pixels (one channel block)
+        pixel = out.frame.Cb if out.frame is not None else 1
+        if pixel < out.row:
+            self.units.append(pixel)
+
+    def rows(self, units: int) -> int:
+        """Rows of ``units`` vectors in the output buffer."""
+        return -(-self.out.vectors // units)
+
+    def need(self, units: int, rows: int, double: bool, sample: bool = True) -> Need:
+        """What partitions of ``rows`` rows need (on a sample of them when ``sample``)."""
+        F = self.out
+        bounds = [(r * units, min(F.vectors, (r + rows) * units))
+                  for r in range(0, self.rows(units), rows)]
+        picks = range(len(bounds))
+        if sample and len(bounds) > SEARCH_SAMPLE:
+            picks = sorted(set(np.linspace(0, len(bounds) - 1, SEARCH_SAMPLE).astype(int)))
+        acc = 0
+        stage = {b: 0 for b in self.staged}
+        outv = 0
+        for j in picks:
+            a, b = bounds[j]
+            R = self.ranges_of(a, b)
+            acc = max(acc, sum(hi - lo for lo, hi in R.values()))
+            for buf, stg in self.spans_of(R).items():
+                stage[buf] = max(stage[buf], stg.size)
+            outv = max(outv, b - a)
+        copies = 2 if double else 1
+        local = sum(stage.values()) * copies + (0 if self.out_local else outv * copies)
+        return Need(acc + self.acc_consts, local, bounds, stage, outv)
+
+    def room(self, need: Need) -> int:
+        """Arena vectors left for weight tiles."""
+        return self.arena - self.fixed_local - need.local
+
+    def fits(self, need: Need, mode: str) -> bool:
+        """Whether the accumulators hold ``need`` and the arena its staging and the tiles
+        (held the way ``mode`` says)."""
+        if need.acc > self.acc_depth:
+            return False
+        if mode == "all":
+            return self.room(need) >= self.tile_vectors
+        if mode == "stream":
+            return self.room(need) >= 2 * self.max_tile
+        return self.room(need) >= 0
+
+    def largest(self, units: int, mode: str, double: bool) -> int | None:
+        """The most rows per partition that fit (None when one row does not)."""
+        lo, hi, best = 1, self.rows(units), None
+        while lo <= hi:
+            mid = (lo + hi) // 2
+            if self.fits(self.need(units, mid, double), mode):
+                best, lo = mid, mid + 1
+            else:
+                hi = mid - 1
+        while best is not None:                 # confirm on every partition
+            if self.fits(self.need(units, best, double, sample=False), mode):
+                break
+            best = best - 1 if best > 1 else None
+        return best
+
+    def cost(self, units: int, rows: int, mode: str, double: bool) -> float:
+        """Instructions the partitioning costs, roughly (see ``TILE_COST`` and after)."""
+        parts = -(-self.rows(units) // rows)
+        need = self.need(units, rows, double)
+        tile_dram = self.tile_vectors * (parts if mode == "stream" else 1)
+        if mode == "stream":
+            chunk = max(1, self.room(need) // 2)
+            tile_dram += parts * (-(-self.tile_vectors // chunk))
+        return TILE_COST * self.tiles * parts + parts * (len(self.staged) + STORE_MOVES) + \
+            (tile_dram + parts * sum(need.stage.values())) / DRAM_VECTORS_PER_INSTRUCTION + \
+            (0 if double else SINGLE_BUFFER_COST * parts)
+
+    def candidates(self, units: int) -> list[tuple[float, str, bool, int]]:
+        """(cost, mode, double, rows) of every way that fits with rows of ``units``."""
+        found = []
+        for mode in (["none"] if self.to_local else ["all", "stream"]):
+            if mode == "stream" and self.tile_vectors <= 2 * self.max_tile:
+                continue                        # streaming needs more than two chunks
+            for double in (True, False):
+                rows = self.largest(units, mode, double)
+                if rows is not None:
+                    found.append((self.cost(units, rows, mode, double), mode, double, rows))
+        return found
+
+    def choose(self) -> Partitioning | None:
+        """The cheapest partitioning (rows before pixels); None when nothing fits."""
+        for units in self.units:
+            found = self.candidates(units)
+            if found:
+                _, mode, double, rows = min(found, key=lambda c: c[0])
+                return Partitioning(mode, double, rows, units,
+                                    self.need(units, rows, double, sample=False))
+        return None
+
+    def smallest(self) -> Need:
+        """What the smallest partition needs (for the error when nothing fits)."""
+        return self.need(self.units[-1], 1, False, sample=False)
+
+
+# ---------------------------------------------------------------------------- arena layout
+
+@dataclass
+class Arena:
+    """Local-memory addresses of one layer's working areas (see the module's picture)."""
+
+    tiles: int | None               # the weight tiles, or the two streamed chunks
+    chunk: int                      # vectors per streamed chunk (0 unless streaming)
+    consts: int                     # the layer's constants block: SIMD vectors, then LUTs
+    stage: dict[Buffer, list[int]]  # staged source → its staging areas (one or two)
+    out_stage: list[int]            # output staging areas (none when the output is local)
+    top: int                        # the first vector after all of them
+
+
+def layout_arena(part: Partitioning, lc: LayerConsts, lo: int, chunk_room: int,
+                 staged: list[Buffer], out_local: bool, to_local: bool) -> Arena:
+    """Place tiles, constants and staging areas from local vector ``lo`` on; ``chunk_room`` is
+    what two streamed chunks may take."""
+    at = lo
+    tiles, chunk = None, 0
+    if part.mode == "all":
+        tiles = at
+        at += lc.tile_vectors
+    elif part.mode == "stream":
+        chunk = chunk_room // 2
+        tiles = at
+        at += 2 * chunk
+    consts = lc.base if to_local else at
+    if not to_local:
+        at += lc.simd_count + lc.lut_vectors
+    copies = 2 if part.double else 1
+    stage = {}
+    for buf in staged:
+        stage[buf] = [at + j * part.need.stage[buf] for j in range(copies)]
+        at += part.need.stage[buf] * copies
+    out_stage = [] if out_local else [at + j * part.need.out for j in range(copies)]
+    at += 0 if out_local else part.need.out * copies
+    return Arena(tiles, chunk, consts, stage, out_stage, at)

@@ -1,0 +1,340 @@
+"""The blocks' common vocabulary: streams, connect, FIFOs, and the design rules every block
+keeps (named output wires, no VALID that depends on READY); the AXI master against a slave
+that waits for AWVALID before WREADY and for WVALID before AWREADY."""
+
+from __future__ import annotations
+
+import inspect
+import re
+
+import numpy as np
+import pyrtl
+import pytest
+
+from sim.pyrtl_sim import ArraySimulation
+from tcu_hw.arch import Options, preset
+from tcu_hw.blocks.accumulator import Accumulator
+from tcu_hw.blocks.axi import AXI_INPUTS, AxiMaster
+from tcu_hw.blocks.axis import InstructionStream
+from tcu_hw.blocks.compute import ComputeUnit
+from tcu_hw.blocks.config_registers import ConfigRegisters
+from tcu_hw.blocks.decoder import Decoder
+from tcu_hw.blocks.dram_engine import DramEngine
+from tcu_hw.blocks.lanes import to_int, unpack
+from tcu_hw.blocks.local_memory import LocalMemory
+from tcu_hw.blocks.sampler import Sampler
+from tcu_hw.blocks.simd import SimdArray
+from tcu_hw.blocks.stream import (SINK, SOURCE, ConnectError, DramPort, RamPort, RegFifo,
+                                  Stream, Struct, combinational_inputs, connect, ports, queue)
+from tcu_hw.blocks.systolic_array import SystolicArray
+from tcu_hw.isa import Layout
+from tcu_hw.numeric import FP16BP8
+from tcu_hw.top import Top
+
+from ...conftest import requires_gcc
+
+LAYOUT = Layout(local_depth=100, accumulator_depth=60, dram0_depth=1 << 12, dram1_depth=512,
+                stride0_depth=4, stride1_depth=8, simd_registers_depth=2, lut_count=2,
+                lut_depth=6, array_size=4)
+
+#: every block, built from its own parameters (no Architecture), in a fresh working block
+BLOCKS = {
+    "systolic_array": lambda: SystolicArray(4, FP16BP8, tag_width=3),
+    "accumulator": lambda: Accumulator(60, 4, FP16BP8),
+    "simd": lambda: SimdArray(4, FP16BP8, registers=2, lut_count=2, lut_depth=6),
+    "simd_no_lut": lambda: SimdArray(3, FP16BP8, registers=1),
+    "local_memory": lambda: LocalMemory(100, 64),
+    "config_registers": lambda: ConfigRegisters(100),
+    "sampler": lambda: Sampler(4),
+    "instruction_stream": lambda: InstructionStream(9, 64),
+    "decoder": lambda: Decoder(LAYOUT, pyrtl.WireVector(8 * LAYOUT.instruction_bytes, "word")),
+    "compute": lambda: ComputeUnit(LAYOUT, FP16BP8),
+    "dram_engine": lambda: DramEngine(LAYOUT, 64),
+    "axi_master": lambda: AxiMaster(12, 10, lanes=4, lane_bits=16, data_width=32),
+    "axi_master_slots": lambda: AxiMaster(12, 10, lanes=2, lane_bits=18, slot_bits=32,
+                                          data_width=64, max_burst=16, max_outstanding=4),
+    "reg_fifo": lambda: RegFifo(Struct(a=3, b=5), 3, "fifo"),
+}
+
+
+def _build(make):
+    block = pyrtl.Block()
+    with pyrtl.set_working_block(block):
+        obj = make()
+    return block, obj
+
+
+def _streams(obj, seen=None):
+    """Every Stream reachable from a block's public attributes (interfaces included)."""
+    out = []
+    for value in vars(obj).values():
+        if isinstance(value, Stream):
+            out.append(value)
+        elif isinstance(value, (DramPort, RamPort)):
+            out += [m for m in vars(value).values() if isinstance(m, Stream)]
+        elif isinstance(value, list):
+            out += [v for v in value if isinstance(v, Stream)]
+            for v in value:
+                if isinstance(v, DramPort):
+                    out += [m for m in vars(v).values() if isinstance(m, Stream)]
+    return out
+
+
+@pytest.mark.parametrize("name", list(BLOCKS))
+def test_every_port_is_a_named_wire_of_its_own(name):
+    block, obj = _build(BLOCKS[name])
+    found = ports(obj)
+    assert found, name
+    for path, wire, _ in found:
+        assert type(wire) is pyrtl.WireVector, f"{name}.{path} is a {type(wire).__name__}"
+        assert not wire.name.startswith("tmp"), f"{name}.{path} has no stable name"
+    names = [w.name for _, w, _ in found]
+    assert len(set(names)) == len(set(map(id, (w for _, w, _ in found))))
+
+
+@pytest.mark.parametrize("name", list(BLOCKS))
+def test_no_valid_depends_on_its_own_ready(name):
+    block, obj = _build(BLOCKS[name])
+    for s in _streams(obj):
+        if s.role == SOURCE and not s.always_ready:
+            assert s.ready not in combinational_inputs(s.valid, block), s.name
+
+
+def test_axi_valids_never_depend_on_readys():
+    """AXI4 A3.3.1: no VALID waits for a READY, on the master and on the whole top."""
+    block, m = _build(BLOCKS["axi_master"])
+    sig = m.signals()
+    readys = {sig[s] for s in AXI_INPUTS if s.endswith("ready")}
+    for s in ("awvalid", "wvalid", "arvalid"):
+        assert not readys & combinational_inputs(sig[s], block), s
+    block = pyrtl.Block()
+    with pyrtl.set_working_block(block):
+        Top(preset("pynqz1"), Options())
+    pins = {w.name: w for w in block.wirevector_set}
+    for k in (0, 1):
+        readys = {pins[f"m_axi_dram{k}_{s}"] for s in ("awready", "wready", "arready")}
+        for s in ("awvalid", "wvalid", "arvalid"):
+            assert not readys & combinational_inputs(pins[f"m_axi_dram{k}_{s}"], block), s
+
+
+# --------------------------------------------------------------------------- connect
+
+def test_connect_checks_directions_widths_and_back_pressure():
+    with pyrtl.set_working_block(pyrtl.Block()):
+        src = Stream(Struct(a=3, b=4), "src", SOURCE)
+        sink = Stream(Struct(a=3, b=4), "sink", SINK)
+        with pytest.raises(ConnectError, match="first stream must be a source"):
+            connect(sink, src)
+        with pytest.raises(ConnectError, match=r"payloads differ.*b: 4 vs 5 bits"):
+            connect(src, Stream(Struct(a=3, b=5), "wide", SINK))
+        with pytest.raises(ConnectError, match=r"c: - vs 1 bits"):
+            connect(src, Stream(Struct(a=3, b=4, c=1), "more", SINK))
+        eager = Stream(Struct(a=3, b=4), "eager", SOURCE, always_ready=True)
+        with pytest.raises(ConnectError, match="cannot wait"):
+            connect(eager, sink)
+        with pytest.raises(ConnectError, match="two streams or two interfaces"):
+            connect(src, DramPort(4, 3, 8, "d", side="core"))
+        with pytest.raises(ConnectError, match="not twins"):
+            connect(DramPort(4, 3, 8, "c1", side="core"), DramPort(4, 3, 8, "c2", side="core"))
+        with pytest.raises(ConnectError,
+                           match=r"c3_req → m3_req\): payloads differ.*addr: 4 vs 5"):
+            connect(DramPort(4, 3, 8, "c3", side="core"), DramPort(5, 3, 8, "m3", side="memory"))
+        connect(src, sink)
+        connect(Stream(8, "x", SOURCE), Stream(8, "y", SINK, always_ready=True))
+        connect(RamPort(4, 8, "u", side="user"), RamPort(4, 8, "m", side="memory"))
+        with pytest.raises(ValueError, match="may not be named"):
+            Stream(Struct(valid=2), "clash", SOURCE)
+        with pytest.raises(ConnectError, match=r"unknown fields \['dat'\]"):
+            Stream(8, "typo", SOURCE).drive(1, dat=3)
+        with pytest.raises(ConnectError, match="300 does not fit 3 bits"):
+            Stream(Struct(a=3), "narrow", SOURCE).drive(1, a=300)
+        with pytest.raises(ValueError, match="side must be one of"):
+            DramPort(4, 3, 8, "bad", side="cpu")
+
+
+def test_connecting_interfaces_is_all_or_nothing():
+    block = pyrtl.Block()
+    with pyrtl.set_working_block(block):
+        core = DramPort(4, 3, 8, "c", side="core")
+        before = len(block.logic)
+        with pytest.raises(ConnectError, match="rdata"):
+            connect(core, DramPort(4, 3, 16, "m", side="memory"))    # rdata/wdata differ
+        assert len(block.logic) == before
+        twin = core.twin("m2")
+        assert twin.side == "memory"
+        connect(core, twin)
+        assert len(block.logic) > before
+
+
+@requires_gcc
+def test_queue_keeps_order_under_random_back_pressure():
+    rng = np.random.default_rng(3)
+    cycles = 600
+    block = pyrtl.Block()
+    with pyrtl.set_working_block(block):
+        src = Stream(Struct(value=10, tag=2), "src", SOURCE)
+        count = pyrtl.Register(10, "count")
+        src.drive(pyrtl.Input(1, "v"), value=count, tag=count[:2])
+        count.next <<= count + src.fire
+        out = queue(queue(src, 3, "q1"), 1, "q2")
+        out.ready <<= pyrtl.Input(1, "r")
+        for nm, wire in (("ov", out.valid), ("ox", out.payload.value), ("ot", out.payload.tag),
+                         ("sr", src.ready)):
+            o = pyrtl.Output(wire.bitwidth, nm)
+            o <<= wire
+    v_in = rng.integers(0, 2, cycles)
+    r_in = rng.integers(0, 2, cycles)
+    tr = ArraySimulation(block=block).run_trace(cycles, {"v": v_in.tolist(),
+                                                         "r": r_in.tolist()})
+    out_fire = [k for k in range(cycles) if tr["ov"][k] and r_in[k]]
+    taken = [int(tr["ox"][k]) for k in out_fire]
+    assert len(taken) > 100
+    assert taken == list(range(len(taken)))                     # every value once, in order
+    assert [int(tr["ot"][k]) for k in out_fire] == [t % 4 for t in taken]
+    accepted = sum(1 for k in range(cycles) if v_in[k] and tr["sr"][k])
+    assert 0 <= accepted - len(taken) <= 4                      # at most the queues' entries
+
+
+# ---------------------------------------------------------- AXI: a slave that waits
+
+def _waiting_slave(m: AxiMaster, beat_bits: int, name: str = "slave"):
+    """A PyRTL AXI4 slave memory that takes AW and the first W beat of a burst together:
+    AWREADY waits for WVALID and WREADY waits for AWVALID (both allowed to a slave). It
+    also checks WLAST against AWLEN (sticky ``violation``)."""
+    sig = m.signals()
+    mem = pyrtl.MemBlock(m.w.payload.data.bitwidth, beat_bits, f"{name}_mem",
+                         asynchronous=True, max_read_ports=2)
+    shift = (m.w.payload.data.bitwidth // 8 - 1).bit_length()
+    unstable = []
+    in_burst = pyrtl.Register(1, f"{name}_in_burst")
+    waddr = pyrtl.Register(beat_bits, f"{name}_waddr")
+    wleft = pyrtl.Register(8, f"{name}_wleft")
+    bpending = pyrtl.Register(1, f"{name}_bpending")
+    violation = pyrtl.Register(1, f"{name}_violation")
+    # a VALID that drops, or a payload that changes, before its READY is a violation too
+    for ch in ("aw", "w", "ar"):
+        pay = pyrtl.concat_list([sig[s] for s in sig if s.startswith(ch) and
+                                 s not in (f"{ch}valid", f"{ch}ready")])
+        held_v = pyrtl.Register(1, f"{name}_{ch}_held")
+        held_p = pyrtl.Register(pay.bitwidth, f"{name}_{ch}_payload")
+        waiting = sig[f"{ch}valid"] & ~sig[f"{ch}ready"]
+        held_v.next <<= waiting
+        held_p.next <<= pay
+        unstable.append(held_v & (~sig[f"{ch}valid"] | (pay != held_p)))
+    first = sig["awvalid"] & sig["wvalid"] & ~in_burst & ~bpending
+    sig["awready"] <<= first
+    sig["wready"] <<= first | in_burst
+    wfire = sig["wvalid"] & (first | in_burst)
+    at = pyrtl.select(first, sig["awaddr"][shift:shift + beat_bits], waddr)
+    left = pyrtl.select(first, sig["awlen"], wleft)
+    last = wfire & (left == 0)
+    mem[at] <<= pyrtl.MemBlock.EnabledWrite(sig["wdata"], wfire)
+    waddr.next <<= pyrtl.select(wfire, at + 1, waddr)
+    wleft.next <<= pyrtl.select(wfire, left - 1, wleft)
+    in_burst.next <<= (in_burst | first) & ~last
+    violation.next <<= violation | (wfire & (sig["wlast"] != (left == 0))) | \
+        pyrtl.rtl_any(*unstable)
+    bpending.next <<= last | (bpending & ~sig["bready"])
+    sig["bvalid"] <<= bpending
+    sig["bid"] <<= 0
+    sig["bresp"] <<= 0
+    r_active = pyrtl.Register(1, f"{name}_r_active")
+    raddr = pyrtl.Register(beat_bits, f"{name}_raddr")
+    rleft = pyrtl.Register(8, f"{name}_rleft")
+    sig["arready"] <<= ~r_active
+    ar = sig["arvalid"] & ~r_active
+    rfire = r_active & sig["rready"]
+    rlast = rleft == 0
+    sig["rvalid"] <<= r_active
+    sig["rdata"] <<= mem[raddr]
+    sig["rlast"] <<= rlast
+    sig["rid"] <<= 0
+    sig["rresp"] <<= 0
+    r_active.next <<= ar | (r_active & ~(rfire & rlast))
+    raddr.next <<= pyrtl.select(ar, sig["araddr"][shift:shift + beat_bits],
+                                pyrtl.select(rfire, raddr + 1, raddr))
+    rleft.next <<= pyrtl.select(ar, sig["arlen"], pyrtl.select(rfire, rleft - 1, rleft))
+    return violation
+
+
+@requires_gcc
+@pytest.mark.parametrize("max_burst, base", [(1, 100), (3, 100), (256, 100), (256, 500)])
+def test_axi_master_with_a_slave_that_waits_for_awvalid_and_wvalid(max_burst, base):
+    """Write 40 vectors (2 beats each) and read them back through a slave that accepts an AW
+    only with its first W beat: a master whose W waits for AWREADY would deadlock. Vector 500
+    starts at byte 4000, so its bursts split at 4 KiB. The slave also checks WLAST and that
+    no VALID drops or payload changes before its READY."""
+    m_vectors, n, w, dw = 40, 4, 16, 32
+    rng = np.random.default_rng(max_burst)
+    x = rng.integers(-2000, 2000, (m_vectors, n))
+    block = pyrtl.Block()
+    with pyrtl.set_working_block(block):
+        axi = AxiMaster(12, 8, lanes=n, lane_bits=w, data_width=dw, max_burst=max_burst,
+                        max_outstanding=2, name="m")
+        violation = _waiting_slave(axi, beat_bits=11)
+        axi.offset <<= 0
+        axi.cache <<= 0
+        ctl = DramPort(12, 8, n * w, "ctl", side="core")
+        connect(ctl, axi.core)
+        rom = pyrtl.RomBlock(n * w, 6, [to_int(v, w) for v in x], name="rom",
+                             asynchronous=True, pad_with_zeros=True)
+        got_mem = pyrtl.MemBlock(n * w, 6, "readback", asynchronous=True)
+        step = pyrtl.Register(2, "step")            # 0: write request, 1: read request
+        sent = pyrtl.Register(7, "sent")
+        got = pyrtl.Register(7, "got")
+        ctl.req.drive(step < 2, write=step == 0, addr=base, len=m_vectors - 1)
+        step.next <<= step + ctl.req.fire
+        ctl.wdata.drive(sent < m_vectors, data=rom[sent[:6]])
+        sent.next <<= sent + ctl.wdata.fire
+        ctl.rdata.ready <<= 1
+        got_mem[got[:6]] <<= pyrtl.MemBlock.EnabledWrite(ctl.rdata.payload.data, ctl.rdata.valid)
+        got.next <<= got + ctl.rdata.fire
+        for nm, wire in (("done", got == m_vectors), ("violation", violation),
+                         ("idle", axi.idle)):
+            o = pyrtl.Output(1, nm)
+            o <<= wire
+    sim = ArraySimulation(block=block)
+    out = None
+    for cycle in range(2000):
+        out = sim.run_cycles(1, {})
+        if out["done"]:
+            break
+    assert out["done"], "deadlock: the master waits for the slave"
+    assert not out["violation"]
+    out = sim.run_cycles(20, {})
+    assert out["idle"] and not out["violation"]
+    assert np.array_equal(unpack(sim.memory("readback")[:m_vectors], n, w), x)
+
+
+# ---------------------------------------------------------------------- documentation
+
+def _section(doc: str, title: str) -> str:
+    """The text of a docstring section (``Args:``/``Ports:``) up to the next blank line."""
+    found = re.search(rf"^{title}( \(.*\))?:", doc, re.M)
+    assert found, f"no {title}: section"
+    start = found.start()
+    end = doc.find("\n\n", start)
+    return doc[start:end if end > 0 else None]
+
+
+DOCUMENTED = {"DramPort": lambda: DramPort(4, 3, 8, "x", side="core"),
+              "RamPort": lambda: RamPort(4, 8, "x", side="memory"),
+              **{name: make for name, make in BLOCKS.items() if name in (
+                  "systolic_array", "accumulator", "simd", "local_memory", "config_registers",
+                  "sampler", "instruction_stream", "decoder", "compute", "dram_engine",
+                  "axi_master", "reg_fifo")}}
+
+
+@pytest.mark.parametrize("name", list(DOCUMENTED))
+def test_help_is_enough(name):
+    """Every constructor argument is in the class docstring's ``Args:`` and every port in its
+    ``Ports:``, so ``help(Block)`` tells how to use it."""
+    block, obj = _build(DOCUMENTED[name])
+    doc = inspect.getdoc(type(obj)) or ""
+    args, ports_doc = _section(doc, "Args"), _section(doc, "Ports")
+    params = [p for p in inspect.signature(type(obj).__init__).parameters if p != "self"]
+    missing = [p for p in params if not re.search(rf"^\s*{p}\b", args, re.M)]
+    assert not missing, f"{name}: arguments not documented: {missing}"
+    tops = {path.split(".")[0].split("[")[0] for path, _, _ in ports(obj, block)}
+    missing = [t for t in tops if not re.search(rf"^\s*(\w+, )*{t}\b", ports_doc, re.M)]
+    assert not missing, f"{name}: ports not documented: {missing}"
