@@ -24,57 +24,23 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from sim.compare import Images, compare  # noqa: E402
-from sim.model import consts_images, load_model, load_program  # noqa: E402
+from sim.compare import compare  # noqa: E402
+from sim.conformance import speech_case, xor_case, xor_names  # noqa: E402
 from sim.pyrtl_backend import DramTiming, cached_core  # noqa: E402
-from tcu_hw import numeric  # noqa: E402
-from tcu_hw.arch import Architecture, Options  # noqa: E402
-
-SHARED = ROOT.parent / "shared" / "conformance"
-XOR = sorted(p.stem for p in (SHARED / "xor").glob("*.json"))
-
-
-def xor_cases():
-    """(name, arch, program, [(images, output base, expected raw)])."""
-    for name in XOR:
-        case = json.loads((SHARED / "xor" / f"{name}.json").read_text())
-        arch = Architecture.from_dict(case["arch"])
-        program = arch.layout.decode_program(bytes.fromhex(case["program_hex"]))
-        consts = numeric.decode_vectors(bytes.fromhex(case["consts_hex"]), arch.dtype,
-                                        arch.array_size)
-        (inp,), (out,) = case["input_dram0"], case["output_dram0"]
-        runs = [(Images(dram0={inp["base"]: np.array(r["input_raw"])}, dram1={0: consts}),
-                 out["base"], out["size"], r["output_raw"]) for r in case["runs"]]
-        yield name, arch, program, runs
-
-
-def speech_case(indices):
-    d = SHARED / "speech_robot"
-    model = load_model(d / "speech_commands_onnx_speech_robot.tmodel")
-    expected = json.loads((d / "expected.json").read_text())
-    (base, consts), = consts_images(model)
-    runs = []
-    for i in indices:
-        entry = expected["inputs"][i]
-        raw = np.frombuffer((d / entry["files"]["raw_le_int16"]).read_bytes(), "<i2")
-        images = Images(dram0={0: raw.reshape(-1, 8).astype(np.int64)}, dram1={base: consts})
-        runs.append((images, 0, 2, entry["expected_output_raw"]))
-    return "speech_commands", model.arch, load_program(model), runs
+from tcu_hw.arch import Options  # noqa: E402
 
 
 def on_core(arch, program, runs):
     core = cached_core(arch)
     cycles = []
-    for images, base, size, want in runs:
-        diffs, res = compare(program, images, core, DramTiming(latency=20))
-        got = core.read_dram0(base, size).tolist()
-        if diffs or got != want:
-            raise SystemExit(f"core: mismatch: {diffs[:3]} {got} != {want}")
+    for run in runs:
+        diffs, res = compare(program, run.images, core, DramTiming(latency=20))
+        got = core.read_dram0(run.output_base, len(run.expected)).tolist()
+        if diffs or got != run.expected:
+            raise SystemExit(f"core: mismatch: {diffs[:3]} {got} != {run.expected}")
         cycles.append(res.cycles)
     return cycles
 
@@ -83,11 +49,11 @@ def on_top(arch, program, runs):
     from sim.pyrtl_top import PyrtlTop
     top = PyrtlTop(arch, Options(axi_data_width=arch.vector_bytes * 8))
     cycles = []
-    for images, base, size, want in runs:
-        cycles.append(top.run(program, images.dram0, images.dram1, latency=20))
-        got = top.read_dram(0, base, size).tolist()
-        if got != want or top.error:
-            raise SystemExit(f"top: mismatch {got} != {want} (error {top.error})")
+    for run in runs:
+        cycles.append(top.run(program, run.images.dram0, run.images.dram1, latency=20))
+        got = top.read_dram(0, run.output_base, len(run.expected)).tolist()
+        if got != run.expected or top.error:
+            raise SystemExit(f"top: mismatch {got} != {run.expected} (error {top.error})")
     return cycles
 
 
@@ -99,14 +65,25 @@ def on_verilator(arch, program, runs, tops={}):
         tops[key] = VerilatorTop(arch, Options(axi_data_width=width), arch_name="bench")
     top = tops[key]
     cycles = []
-    for images, base, size, want in runs:
-        diffs, res = compare(program, images, top,
+    for run in runs:
+        diffs, res = compare(program, run.images, top,
                              AxiTiming(latency=20, write_latency=10, outstanding=16))
-        got = top.read_dram0(base, size).tolist()
-        if diffs or got != want:
-            raise SystemExit(f"verilator: mismatch: {diffs[:3]} {got} != {want}")
+        got = top.read_dram0(run.output_base, len(run.expected)).tolist()
+        if diffs or got != run.expected:
+            raise SystemExit(f"verilator: mismatch: {diffs[:3]} {got} != {run.expected}")
         cycles.append(res.cycles)
     return cycles
+
+
+def _indices(text: str) -> list[int]:
+    try:
+        out = [int(i) for i in text.split(",") if i.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: give indices 0-5 separated by commas")
+    bad = [i for i in out if not 0 <= i <= 5]
+    if bad:
+        raise argparse.ArgumentTypeError(f"speech inputs {bad} do not exist (0-5)")
+    return out
 
 
 def main(argv=None) -> int:
@@ -114,11 +91,13 @@ def main(argv=None) -> int:
     parser.add_argument("--json", help="write the figures to this file")
     parser.add_argument("--skip-verilator", action="store_true")
     parser.add_argument("--skip-top", action="store_true", help="skip the PyRTL top")
-    parser.add_argument("--speech-inputs", default="0,1,2,3,4,5",
-                        help="which of the six speech inputs to run (comma-separated)")
+    parser.add_argument("--speech-inputs", default="0,1,2,3,4,5", type=_indices,
+                        help="which of the six speech inputs to run (comma-separated, 0-5; "
+                             "empty: none)")
     args = parser.parse_args(argv)
-    indices = [int(i) for i in args.speech_inputs.split(",") if i != ""]
-    cases = list(xor_cases()) + ([speech_case(indices)] if indices else [])
+    cases = [xor_case(name) for name in xor_names()]
+    if args.speech_inputs:
+        cases.append(speech_case(args.speech_inputs))
     backends = [("core", on_core)]
     if not args.skip_top:
         backends.append(("top", on_top))
@@ -130,12 +109,13 @@ def main(argv=None) -> int:
             print("Verilator not found: skipping the verilator backend", file=sys.stderr)
     figures: dict = {}
     print(f"{'program':38} {'backend':10} {'runs':>4} {'cycles (each run)':>40} {'s':>6}")
-    for name, arch, program, runs in cases:
+    for case in cases:
+        name = case.name
         for backend, fn in backends:
             if backend == "top" and name == "speech_commands":
                 continue
             t = time.perf_counter()
-            cycles = fn(arch, program, runs)
+            cycles = fn(case.arch, case.program, case.runs)
             secs = time.perf_counter() - t
             figures.setdefault(name, {})[backend] = cycles
             text = ", ".join(f"{c:,}" for c in cycles)

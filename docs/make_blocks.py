@@ -23,7 +23,6 @@ import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Callable
 
 import numpy as np
@@ -34,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 
 from tcu_hw.arch import preset  # noqa: E402
 from tcu_hw.blocks import stream as st  # noqa: E402
-from tcu_hw.blocks.lanes import to_int  # noqa: E402
+from tcu_hw.blocks.lanes import from_int, to_int  # noqa: E402
 from tcu_hw.numeric import data_type  # noqa: E402
 
 OUT = ROOT / "docs" / "blocks"
@@ -127,21 +126,8 @@ def interfaces(instance) -> list[tuple[str, object, list[str]]]:
     """(path, stream or interface, other paths to it) of every Stream and Interface an
     instance exposes, each once, under its shortest path."""
     found: dict[int, tuple[object, list[str]]] = {}
-
-    def walk(value, path):
-        if isinstance(value, st.Stream | st.Interface):
-            found.setdefault(id(value), (value, []))[1].append(path)
-        elif isinstance(value, (list, tuple)):
-            for k, v in enumerate(value):
-                walk(v, f"{path}[{k}]")
-        elif isinstance(value, SimpleNamespace):
-            for k, v in vars(value).items():
-                if not k.startswith("_"):
-                    walk(v, f"{path}.{k}")
-
-    for attr, value in vars(instance).items():
-        if not attr.startswith("_"):
-            walk(value, attr)
+    for path, value in st.handshakes(instance):
+        found.setdefault(id(value), (value, []))[1].append(path)
     out = []
     for obj, paths in found.values():
         paths = sorted(paths, key=len)
@@ -353,8 +339,7 @@ def diagram(trace: dict, rows: list[tuple], cycles: int, first: int = 0) -> str:
                 cells.append((HIGH if v else LOW) * width)
                 continue
             if kind == "lane0":
-                v &= (1 << DT.width) - 1
-                v = v - (1 << DT.width) if v >> (DT.width - 1) else v
+                v = from_int(v, 1, DT.width)[0]
             elif kind in ("byte0", "low32"):
                 v &= 0xFF if kind == "byte0" else 0xFFFFFFFF
             text = "." if v == 0 and kind != "lane0" else (hex(v)[2:] if kind == "hex"

@@ -459,33 +459,48 @@ def named(value, name: str) -> WireVector:
     return out
 
 
+def _exposed(block_object, prefix: str = ""):
+    """(attribute path, value) of every wire, stream and interface a block object exposes as
+    a public attribute, directly or in lists and namespaces (nested blocks are not walked)."""
+    def walk(value, path):
+        if isinstance(value, Stream | Interface | WireVector):
+            yield path, value
+        elif isinstance(value, SimpleNamespace):
+            for k, v in vars(value).items():
+                if not k.startswith("_"):
+                    yield from walk(v, f"{path}.{k}")
+        elif isinstance(value, (list, tuple)):
+            for k, v in enumerate(value):
+                yield from walk(v, f"{path}[{k}]")
+
+    for attr, value in vars(block_object).items():
+        if not attr.startswith("_"):
+            yield from walk(value, prefix + attr)
+
+
+def handshakes(block_object) -> list[tuple[str, Stream | Interface]]:
+    """(attribute path, stream or interface) of every handshaking port of a block object
+    (an object reachable by two paths is listed under each)."""
+    return [(path, v) for path, v in _exposed(block_object)
+            if isinstance(v, Stream | Interface)]
+
+
 def ports(block_object, block: pyrtl.Block | None = None,
           prefix: str = "") -> list[tuple[str, WireVector, str]]:
     """(attribute path, wire, ``"input"`` or ``"output"``) of every port a block object
     exposes as a public attribute: wires, streams, interfaces, and lists and namespaces of
     these (nested blocks are not ports). A plain wire is an output when logic in ``block``
-    (default: the working block, where the object was built) drives it."""
+    (default: the working block, where the object was built) drives it, so call this on an
+    instance whose inputs are not connected yet."""
     block = block or pyrtl.working_block()
     driven = {w for net in block.logic for w in net.dests}
     out: list = []
-
-    def walk(value, path):
-        if isinstance(value, Stream | Interface):
-            for member, wire, owner_drives in value.wires():
-                out.append((f"{path}.{member}", wire, "output" if owner_drives else "input"))
-        elif isinstance(value, WireVector):
+    for path, value in _exposed(block_object, prefix):
+        if isinstance(value, WireVector):
             out.append((path, value, "output" if value in driven else "input"))
-        elif isinstance(value, SimpleNamespace):
-            for k, v in vars(value).items():
-                if not k.startswith("_"):
-                    walk(v, f"{path}.{k}")
-        elif isinstance(value, (list, tuple)):
-            for k, v in enumerate(value):
-                walk(v, f"{path}[{k}]")
-
-    for attr, value in vars(block_object).items():
-        if not attr.startswith("_"):
-            walk(value, prefix + attr)
+            continue
+        for member, wire, owner_drives in value.wires():
+            out.append((f"{path}.{member}", wire, "output" if owner_drives else "input"))
     return out
 
 

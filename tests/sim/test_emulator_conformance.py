@@ -7,10 +7,12 @@ import json
 import numpy as np
 import pytest
 
+from sim.conformance import speech_case, xor_case, xor_names
 from sim.emulator import Emulator
 from sim.model import emulate, load_model, load_program
 from tcu_hw import numeric
 from tcu_hw.arch import Architecture
+from tcu_hw.errors import ArtifactError
 from tcu_hw.isa import Layout
 
 from ..conftest import load_json, shared_path
@@ -113,3 +115,25 @@ def test_decoded_program_is_cached(speech):
     _, model, _ = speech
     assert load_program(model) is load_program(model)
     assert isinstance(model.arch.layout, Layout)
+
+
+def test_conformance_loader_matches_the_recorded_runs():
+    """sim.conformance (used by the backend tests and bench/conformance_cycles.py) gives
+    every XOR case's recorded outputs on the emulator, and names what is missing."""
+    root = shared_path("conformance")
+    names = xor_names(root)
+    assert set(XOR_NAMES) <= set(names)
+    for name in names:
+        case = xor_case(name, root)
+        for run in case.runs:
+            emu = Emulator(case.arch, strict=True)
+            for base, raw in run.images.dram0.items():
+                emu.write_dram0(base, raw)
+            for base, raw in run.images.dram1.items():
+                emu.write_dram1(base, raw)
+            emu.run(case.program)
+            assert emu.read_dram0(run.output_base, len(run.expected)).tolist() == run.expected
+    with pytest.raises(ArtifactError, match=r"xor/nope.json: cannot read conformance data"):
+        xor_case("nope", root)
+    with pytest.raises(ArtifactError, match=r"speech input 6 does not exist \(0..5\)"):
+        speech_case([6], root)

@@ -8,21 +8,18 @@ results do not), and Tensil's speech-commands program.
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 
 from sim.compare import Images, compare
-from sim.model import consts_images, load_model, load_program
+from sim.conformance import speech_case, xor_case
 from sim.pyrtl_backend import DramTiming, cached_core
-from tcu_hw import numeric
 from tcu_hw.arch import Architecture
 from tcu_hw.isa import (SIMD, Configure, ConfigRegister, DataMove, DataMoveKind as K, Illegal,
                         LoadLUT, LoadWeights, MatMul, NoOp, SimdOp, flush_probe)
 
-from ..conftest import load_json, shared_path, requires_gcc
+from ..conftest import requires_gcc, shared_path
 from .programs import make_images, programs
 
 pytestmark = requires_gcc
@@ -50,17 +47,11 @@ def check(arch, program, images, timing=None):
 
 @pytest.mark.parametrize("name", XOR_NAMES)
 def test_xor_program(name):
-    case = load_json("conformance", "xor", f"{name}.json")
-    arch = Architecture.from_dict(case["arch"])
-    program = arch.layout.decode_program(bytes.fromhex(case["program_hex"]))
-    consts = numeric.decode_vectors(bytes.fromhex(case["consts_hex"]), arch.dtype,
-                                    arch.array_size)
-    (inp,), (out,) = case["input_dram0"], case["output_dram0"]
-    for run in case["runs"]:
-        images = Images(dram0={inp["base"]: np.array(run["input_raw"])}, dram1={0: consts})
-        check(arch, program, images)
-        core = cached_core(arch)
-        assert core.read_dram0(out["base"], out["size"]).tolist() == run["output_raw"]
+    case = xor_case(name, shared_path("conformance"))
+    for run in case.runs:
+        check(case.arch, case.program, run.images)
+        core = cached_core(case.arch)
+        assert core.read_dram0(run.output_base, len(run.expected)).tolist() == run.expected
 
 
 # ------------------------------------------------------------------------ directed programs
@@ -189,20 +180,14 @@ def test_dram_timing_changes_cycles_never_results():
 
 @pytest.fixture(scope="module")
 def speech():
-    d = shared_path("conformance", "speech_robot")
-    model = load_model(d / "speech_commands_onnx_speech_robot.tmodel")
-    return d, model, json.loads((d / "expected.json").read_text())
+    return speech_case(range(6), shared_path("conformance"))
 
 
 @pytest.mark.parametrize("index", range(6))
 def test_speech_program_on_the_core(speech, index):
-    d, model, expected = speech
-    entry = expected["inputs"][index]
-    raw = np.frombuffer((d / entry["files"]["raw_le_int16"]).read_bytes(), "<i2").reshape(-1, 8)
-    (base, consts), = consts_images(model)
-    images = Images(dram0={0: raw.astype(np.int64)}, dram1={base: consts})
-    result = check(model.arch, load_program(model), images, DramTiming(latency=20))
-    assert cached_core(model.arch).read_dram0(0, 2).tolist() == entry["expected_output_raw"]
+    run = speech.runs[index]
+    result = check(speech.arch, speech.program, run.images, DramTiming(latency=20))
+    assert cached_core(speech.arch).read_dram0(0, 2).tolist() == run.expected
     assert result.cycles <= 0.6 * TENSIL_SPEECH_CYCLES
 
 

@@ -4,20 +4,17 @@ probe: XOR programs, random programs, Tensil's speech-commands program."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 
-import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from sim.compare import Images, compare
-from sim.model import consts_images, load_model, load_program
+from sim.conformance import speech_case, xor_case
 from sim.verilator_backend import AxiTiming, VerilatorError, VerilatorTop, find_verilator
-from tcu_hw import numeric
 from tcu_hw.arch import Architecture, Options
 
-from ..conftest import load_json, requires_gcc, shared_path
+from ..conftest import requires_gcc, shared_path
 from .programs import probe_safe, programs
 
 pytestmark = [requires_gcc, pytest.mark.skipif(
@@ -47,20 +44,15 @@ XOR_NAMES = ["xor_2x2_memory256", "xor_2x2_memory256_batch16", "xor_4x4_memory25
 
 @pytest.mark.parametrize("name", XOR_NAMES)
 def test_xor_program(name):
-    case = load_json("conformance", "xor", f"{name}.json")
-    arch = Architecture.from_dict(case["arch"])
+    case = xor_case(name, shared_path("conformance"))
+    arch = case.arch
     width = arch.vector_bytes * 8
-    program = arch.layout.decode_program(bytes.fromhex(case["program_hex"]))
-    consts = numeric.decode_vectors(bytes.fromhex(case["consts_hex"]), arch.dtype,
-                                    arch.array_size)
-    (inp,), (out,) = case["input_dram0"], case["output_dram0"]
-    for k, run in enumerate(case["runs"]):
-        images = Images(dram0={inp["base"]: np.array(run["input_raw"])}, dram1={0: consts})
+    for k, run in enumerate(case.runs):
         for timing in (AxiTiming(latency=20), AxiTiming(latency=3, stall_probability=0.4,
                                                         feed_stall=0.3, seed=k + 1)):
-            check(arch, width, program, images, timing)
-            got = top_for(arch, width).read_dram0(out["base"], out["size"]).tolist()
-            assert got == run["output_raw"]
+            check(arch, width, case.program, run.images, timing)
+            got = top_for(arch, width).read_dram0(run.output_base, len(run.expected)).tolist()
+            assert got == run.expected
 
 
 RANDOM_ARCHS = {
@@ -93,22 +85,16 @@ def test_random_programs(arch_name):
 
 @pytest.fixture(scope="module")
 def speech():
-    d = shared_path("conformance", "speech_robot")
-    model = load_model(d / "speech_commands_onnx_speech_robot.tmodel")
-    return d, model, json.loads((d / "expected.json").read_text())
+    return speech_case(range(6), shared_path("conformance"))
 
 
 @pytest.mark.parametrize("index", [0, 2])
 def test_speech_program(speech, index):
     """Tensil's setting: AXI read latency 20, one beat per cycle (128-bit), 16 outstanding."""
-    d, model, expected = speech
-    entry = expected["inputs"][index]
-    raw = np.frombuffer((d / entry["files"]["raw_le_int16"]).read_bytes(), "<i2").reshape(-1, 8)
-    (base, consts), = consts_images(model)
-    images = Images(dram0={0: raw.astype(np.int64)}, dram1={base: consts})
-    result = check(model.arch, 128, load_program(model), images,
+    run = speech.runs[index]
+    result = check(speech.arch, 128, speech.program, run.images,
                    AxiTiming(latency=20, write_latency=10, outstanding=16))
-    assert top_for(model.arch, 128).read_dram0(0, 2).tolist() == entry["expected_output_raw"]
+    assert top_for(speech.arch, 128).read_dram0(0, 2).tolist() == run.expected
     assert result.cycles <= 0.6 * TENSIL_SPEECH_CYCLES
     assert not result.error
 

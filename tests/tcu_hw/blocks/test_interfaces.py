@@ -24,8 +24,9 @@ from tcu_hw.blocks.lanes import to_int, unpack
 from tcu_hw.blocks.local_memory import LocalMemory
 from tcu_hw.blocks.sampler import Sampler
 from tcu_hw.blocks.simd import SimdArray
-from tcu_hw.blocks.stream import (SINK, SOURCE, ConnectError, DramPort, RamPort, RegFifo,
-                                  Stream, Struct, combinational_inputs, connect, ports, queue)
+from tcu_hw.blocks.stream import (SINK, SOURCE, ConnectError, DramPort, Interface, RamPort,
+                                  RegFifo, Stream, Struct, combinational_inputs, connect,
+                                  handshakes, ports, queue)
 from tcu_hw.blocks.systolic_array import SystolicArray
 from tcu_hw.isa import Layout
 from tcu_hw.numeric import FP16BP8
@@ -64,19 +65,12 @@ def _build(make):
     return block, obj
 
 
-def _streams(obj, seen=None):
-    """Every Stream reachable from a block's public attributes (interfaces included)."""
+def _streams(obj):
+    """Every Stream a block exposes, directly or in its interfaces."""
     out = []
-    for value in vars(obj).values():
-        if isinstance(value, Stream):
-            out.append(value)
-        elif isinstance(value, (DramPort, RamPort)):
-            out += [m for m in vars(value).values() if isinstance(m, Stream)]
-        elif isinstance(value, list):
-            out += [v for v in value if isinstance(v, Stream)]
-            for v in value:
-                if isinstance(v, DramPort):
-                    out += [m for m in vars(v).values() if isinstance(m, Stream)]
+    for _, value in handshakes(obj):
+        members = value.members().values() if isinstance(value, Interface) else [value]
+        out += [m for m in members if isinstance(m, Stream)]
     return out
 
 
@@ -176,10 +170,13 @@ def test_queue_keeps_order_under_random_back_pressure():
         count = pyrtl.Register(10, "count")
         src.drive(pyrtl.Input(1, "v"), value=count, tag=count[:2])
         count.next <<= count + src.fire
-        out = queue(queue(src, 3, "q1"), 1, "q2")
+        fifo = RegFifo(src.fields, 3, "q1")
+        connect(src, fifo.enq)
+        out = queue(fifo.deq, 1, "q2")
         out.ready <<= pyrtl.Input(1, "r")
         for nm, wire in (("ov", out.valid), ("ox", out.payload.value), ("ot", out.payload.tag),
-                         ("sr", src.ready)):
+                         ("sr", src.ready), ("in", src.fire), ("mid", fifo.deq.fire),
+                         ("held", fifo.count), ("full", fifo.full)):
             o = pyrtl.Output(wire.bitwidth, nm)
             o <<= wire
     v_in = rng.integers(0, 2, cycles)
@@ -193,6 +190,11 @@ def test_queue_keeps_order_under_random_back_pressure():
     assert [int(tr["ot"][k]) for k in out_fire] == [t % 4 for t in taken]
     accepted = sum(1 for k in range(cycles) if v_in[k] and tr["sr"][k])
     assert 0 <= accepted - len(taken) <= 4                      # at most the queues' entries
+    # the first FIFO's count and full flag follow its transfers, and it does fill up
+    held = np.concatenate([[0], np.cumsum(tr["in"].astype(int) - tr["mid"].astype(int))])
+    assert tr["held"].tolist() == held[:cycles].tolist()
+    assert tr["full"].tolist() == (held[:cycles] == 3).astype(int).tolist()
+    assert tr["full"].any()
 
 
 # ---------------------------------------------------------- AXI: a slave that waits
@@ -338,3 +340,24 @@ def test_help_is_enough(name):
     tops = {path.split(".")[0].split("[")[0] for path, _, _ in ports(obj, block)}
     missing = [t for t in tops if not re.search(rf"^\s*(\w+, )*{t}\b", ports_doc, re.M)]
     assert not missing, f"{name}: ports not documented: {missing}"
+
+
+def test_blocks_refuse_parameters_that_do_not_fit_together():
+    with pyrtl.set_working_block(pyrtl.Block()):
+        with pytest.raises(ValueError, match=r"AXI master 'm': data width 24 must be 8 · a "
+                                             r"power of two dividing a vector of 4 × 16 bits"):
+            AxiMaster(12, 8, lanes=4, lane_bits=16, data_width=24, name="m")
+        with pytest.raises(ValueError, match="data width 128 .* vector of 4 × 16 bits"):
+            AxiMaster(12, 8, lanes=4, lane_bits=16, data_width=128, name="m")
+        with pytest.raises(ValueError, match="max_burst must be 1..256"):
+            AxiMaster(12, 8, lanes=4, lane_bits=16, data_width=32, max_burst=300)
+        with pytest.raises(ValueError, match="lookup tables need lut_depth >= 1"):
+            SimdArray(4, FP16BP8, registers=2, lut_count=1)
+        no_depth = Layout(local_depth=64, accumulator_depth=32, dram0_depth=64, dram1_depth=64,
+                          stride0_depth=2, stride1_depth=2, simd_registers_depth=2, lut_count=1)
+        with pytest.raises(ValueError, match="layout with lookup tables needs lut_depth"):
+            Decoder(no_depth, pyrtl.WireVector(8 * no_depth.instruction_bytes, "w"))
+        with pytest.raises(ValueError, match="role must be SOURCE or SINK"):
+            Stream(8, "s", "input")
+        with pytest.raises(ValueError, match="depth must be at least 1"):
+            RegFifo(8, 0, "f")
