@@ -30,7 +30,7 @@ from tcu_hw.isa import (SIMD, DataMove, DataMoveKind, LoadLUT, LoadWeights, MatM
                         SimdOp as Op)
 
 from .ir import Buffer, Space
-from .kernels import ACCUMULATE, ANY, Layer, Linear, Load, Reduce, Simd, Zero
+from .kernels import ACCUMULATE, ANY, OVERWRITE, Layer, Linear, Load, Reduce, Simd, Zero
 from .partition import Arena, Partitioning, PartitionSearch, layout_arena, ranges_fn, spans_fn
 from .plan import LayerConsts, MemoryPlan, acc_buffers
 from .rollup import runs
@@ -219,7 +219,7 @@ class Emitter:
         for s in layer.steps:
             if not isinstance(s, (Linear, Load)):
                 continue
-            x = s.x[s.x >= 0]
+            x = s.sources() if isinstance(s, Linear) else s.x[s.x >= 0]
             if not len(x):
                 continue
             for k in np.unique(self.space.owner(x)):
@@ -338,7 +338,7 @@ class Emitter:
         cut = np.nonzero(np.diff(t) != 0)[0] + 1
         seg_starts = np.concatenate([[0], cut])
         seg_ends = np.concatenate([cut, [len(t)]])
-        stream = job.part.mode == "stream" and not self.plan.consts_to_local
+        stream = job.part.mode == "stream" and not self.plan.consts_to_local and not s.data
         if stream:
             chunks, seg_chunk = tile_chunks(refs, t[seg_starts], job.arena.chunk)
             self._load_chunk(job, refs, chunks, 0)
@@ -348,26 +348,29 @@ class Emitter:
         current_chunk = 0
         for j_seg, (s0_, e0_) in enumerate(zip(seg_starts, seg_ends)):
             tid = int(t[s0_])
-            ref = refs[tid]
-            if stream:
+            if s.data:                          # a tile written by an earlier layer
+                addr = int(view.local_of(s.tiles.at[tid:tid + 1])[0])
+                rows = int(s.tiles.rows[tid])
+            elif stream:
+                rows = refs[tid].rows
                 c = seg_chunk[j_seg]
                 if c != current_chunk:
                     current_chunk = c
                     self.current_tile = None
                     if c + 1 < len(chunks):
                         self._load_chunk(job, refs, chunks, c + 1)
-                addr = self._chunk_base(job, c) + ref.offset - refs[chunks[c][0]].offset
+                addr = self._chunk_base(job, c) + refs[tid].offset - refs[chunks[c][0]].offset
             else:
+                rows = refs[tid].rows
                 addr = self._tile_address(job, k, tid)
             key = (id(s), tid)
             if self.current_tile != key:
-                self.out.append(LoadWeights(addr, 0, ref.rows, False))
+                self.out.append(LoadWeights(addr, 0, rows, False))
                 self.current_tile = key
             seg = slice(s0_, e0_)
             zs = ~real[seg]
             fl = first[seg]
-            for zero_flag in (False, True):
-                m = zs == zero_flag
+            for m, zero_flag in zero_phases(o[seg], zs, fl):
                 if not m.any():
                     continue
                 idx = np.nonzero(m)[0]
@@ -464,6 +467,16 @@ class Emitter:
                 self.out.append(SIMD(Op.ZERO, 0, 0, 0, write_address=int(aa[i]), write=True))
             else:
                 self.out.append(MatMul(0, 0, int(aa[i]), c1, cnt - 1, False, True))
+
+
+def zero_phases(o: np.ndarray, zero: np.ndarray, first: np.ndarray) -> list:
+    """The order to emit one tile's terms in (``zero``: MatMuls with the zeroes flag, rolled
+    up apart from the others): [(mask, zero flag)]. The others first, then the zero ones;
+    but a zero term that overwrites a vector the others also write comes before them all."""
+    early = zero & (first == OVERWRITE) & np.isin(o, o[~zero])
+    if not early.any():
+        return [(~zero, False), (zero, True)]
+    return [(early, True), (~zero, False), (zero & ~early, True)]
 
 
 def tile_chunks(refs: list, seg_tiles: np.ndarray, cap: int) -> tuple[list, list[int]]:

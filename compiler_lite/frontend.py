@@ -313,6 +313,79 @@ def _fuse_swish(nodes: list[Node], outputs) -> list[Node]:
     return [n for n in out if id(n) not in drop]
 
 
+def _fuse_rsqrt(nodes: list[Node], consts: dict, outputs) -> list[Node]:
+    """``Div(a, Sqrt(v))`` (LayerNorm as PyTorch exports it) → ``Mul(a, Pow(v, -0.5))``: one
+    inverse-square-root table instead of a square-root table and a reciprocal table."""
+    users: dict[str, int] = {}
+    for n in nodes:
+        for i in n.inputs:
+            users[i] = users.get(i, 0) + 1
+    by_out = {o: n for n in nodes for o in n.outputs}
+    out, drop = [], set()
+    for n in nodes:
+        sq = by_out.get(n.inputs[1]) if n.op == "Div" and len(n.inputs) == 2 else None
+        if sq is not None and sq.op == "Sqrt" and users.get(sq.outputs[0]) == 1 and \
+                sq.outputs[0] not in outputs and n.inputs[0] not in consts:
+            half = f"{sq.name}:-0.5"
+            consts[half] = np.array(-0.5, dtype=np.float32)
+            drop.add(id(sq))
+            out.append(Node("Pow", sq.name, [sq.inputs[0], half], sq.outputs, {}, sq.domain))
+            n = Node("Mul", n.name, list(n.inputs), n.outputs, {}, n.domain)
+        out.append(n)
+    return [n for n in out if id(n) not in drop]       # the Pow sits just before its Div
+
+
+def _decompose_layer_norm(nodes: list[Node], consts: dict, shapes: dict) -> list[Node]:
+    """The opset-17 ``LayerNormalization`` → the primitive ops exporters write for it:
+    ``xc = X − mean(X)``, ``Y = xc · (mean(xc²) + ε)^-½ · Scale + B`` over the axes from
+    ``axis`` on (one lookup table for the inverse square root). Its optional Mean and
+    InvStdDev outputs are the intermediate tensors."""
+    out = []
+    for n in nodes:
+        if n.op != "LayerNormalization" or n.domain not in ("", "ai.onnx"):
+            out.append(n)
+            continue
+        x, scale = n.inputs[0], n.inputs[1]
+        bias = n.inputs[2] if len(n.inputs) > 2 and n.inputs[2] else None
+        shape = shapes.get(x)
+        if shape is None:
+            out.append(n)
+            continue
+        rank = len(shape)
+        axis = int(n.attr("axis", -1)) % rank
+        axes = list(range(axis, rank))
+        red = tuple(1 if a in axes else d for a, d in enumerate(shape))
+        outs = list(n.outputs) + [""] * (3 - len(n.outputs))
+        k = f"{n.name}:"
+        mean, rstd = outs[1] or k + "mean", outs[2] or k + "rstd"
+        names = {"xc": k + "centred", "sq": k + "square", "var": k + "variance",
+                 "ve": k + "variance+eps", "xn": k + "normalized", "xs": k + "scaled"}
+        consts[k + "two"] = np.array(2.0, dtype=np.float32)
+        consts[k + "eps"] = np.array(float(n.attr("epsilon", 1e-5)), dtype=np.float32)
+        consts[k + "-half"] = np.array(-0.5, dtype=np.float32)
+        for t, sh in ((mean, red), (rstd, red), (names["xc"], shape), (names["sq"], shape),
+                      (names["var"], red), (names["ve"], red), (names["xn"], shape),
+                      (names["xs"], shape)):
+            shapes[t] = sh
+        y = outs[0]
+        scaled = names["xs"] if bias else y
+
+        def node(op, ins, o, **attrs):
+            return Node(op, f"{n.name}:{op.lower()}:{len(out)}", ins, [o], attrs, n.domain)
+
+        out += [node("ReduceMean", [x], mean, axes=axes, keepdims=1),
+                node("Sub", [x, mean], names["xc"]),
+                node("Pow", [names["xc"], k + "two"], names["sq"]),
+                node("ReduceMean", [names["sq"]], names["var"], axes=axes, keepdims=1),
+                node("Add", [names["var"], k + "eps"], names["ve"]),
+                node("Pow", [names["ve"], k + "-half"], rstd),
+                node("Mul", [names["xc"], rstd], names["xn"]),
+                node("Mul", [names["xn"], scale], scaled)]
+        if bias:
+            out.append(node("Add", [scaled, bias], y))
+    return out
+
+
 def _fold_pads(nodes: list[Node], consts: dict, shapes: dict, outputs) -> list[Node]:
     """A zero ``Pad`` of the spatial axes feeding only Conv nodes becomes their padding."""
     users: dict[str, list[Node]] = {}
@@ -432,6 +505,8 @@ def load_graph(model, input_shapes: Mapping[str, tuple] | None = None,
             needed.update(i for i in node.inputs if i)
     keep.reverse()
     keep = _fuse_swish(keep, chosen)
+    keep = _decompose_layer_norm(keep, consts, shapes)
+    keep = _fuse_rsqrt(keep, consts, chosen)
     keep = _fold_pads(keep, consts, shapes, chosen)
     used_inputs = [i for i in inputs if i in needed]
     if original_opset < MIN_OPSET:

@@ -9,7 +9,10 @@ a layer into partitions of its final buffer and emits each step for each partiti
 
 Every step names vectors by their index inside its buffer (``o``) and its sources by virtual
 vector (``x``, see :mod:`compiler_lite.ir`); ``x = -1`` in a :class:`Linear` is a MatMul with
-the zeroes flag (the tile's bias alone).
+the zeroes flag (the tile's bias alone). A :class:`Linear`'s weight tiles are constants
+(:class:`Tiles`, in the constants image) or data that an earlier layer wrote into a buffer
+(:class:`DataTiles`, for products of two computed tensors); either way a tile is a bias row
+then one row per input lane, loaded by one LoadWeights from local memory.
 """
 
 from __future__ import annotations
@@ -51,12 +54,36 @@ class Tiles:
 
 
 @dataclass(eq=False)
+class DataTiles:
+    """Weight tiles that are data, written into a buffer by an earlier layer (the right
+    operand of a product of two computed tensors, :mod:`compiler_lite.ops.attention`): tile
+    t is the ``rows[t] + 1`` virtual vectors from ``at[t]``, laid out as a constant tile (the
+    bias row, then the row of each input lane), so one LoadWeights loads it from wherever
+    the buffer is in local memory (resident, or staged there from DRAM0)."""
+
+    at: np.ndarray              # virtual vector of each tile's bias row
+    rows: np.ndarray            # LoadWeights size: rows after the bias row
+
+    def __len__(self) -> int:
+        return len(self.at)
+
+    def span(self, t) -> tuple[np.ndarray, np.ndarray]:
+        """(k, vector): every virtual vector of tile ``t[k]``, for each k."""
+        t = np.asarray(t, dtype=np.int64)
+        count = self.rows[t] + 1
+        k = np.repeat(np.arange(len(t)), count)
+        within = np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count)
+        return k, self.at[t][k] + within
+
+
+@dataclass(eq=False)
 class Linear:
     """``acc[o] (+)= tile_t(x)`` for every term, terms in emission order (tile-major).
 
     ``first``: per term, OVERWRITE for the first term of a vector that matters, ACCUMULATE
     for the rest, ANY for vectors nobody reads (frame columns computed only to keep runs
-    long). ``accumulate``: every term accumulates (a step after the producer).
+    long). ``accumulate``: every term accumulates (a step after the producer). ``tiles``:
+    constants (:class:`Tiles`) or data in a buffer (:class:`DataTiles`).
     """
 
     out: Buffer
@@ -64,12 +91,43 @@ class Linear:
     x: np.ndarray
     t: np.ndarray
     first: np.ndarray
-    tiles: Tiles
+    tiles: Tiles | DataTiles
     macs: int = 0
     accumulate: bool = False
 
+    @property
+    def data(self) -> bool:
+        """Whether the tiles are data in a buffer (not constants)."""
+        return isinstance(self.tiles, DataTiles)
+
     def sources(self) -> np.ndarray:
-        return self.x[self.x >= 0]
+        """Virtual vectors read from memory: the terms' inputs (and the data tiles)."""
+        x = self.x[self.x >= 0]
+        if self.data and len(self.tiles):
+            x = np.concatenate([x, self.tiles.span(np.arange(len(self.tiles)))[1]])
+        return x
+
+    def reads(self) -> tuple[np.ndarray, np.ndarray]:
+        """(o, x) pairs: output vector ``o`` reads virtual vector ``x`` from memory (its
+        terms' inputs, and every vector of their tiles when those are data)."""
+        real = self.x >= 0
+        o, x = self.o[real], self.x[real]
+        if self.data:
+            k, v = self.tiles.span(self.t)
+            o, x = np.concatenate([o, self.o[k]]), np.concatenate([x, v])
+        return o, x
+
+
+def data_linear(out: Buffer, o, x, t, tiles: DataTiles, macs: int = 0) -> Linear:
+    """A producer multiplying by data tiles: terms ordered tile-major (tiles in their
+    numbering order), the first term of each output vector overwrites, the rest accumulate
+    (so a vector's tiles must be numbered in the order its terms may run)."""
+    o, x, t = (np.asarray(a, dtype=np.int64).ravel() for a in (o, x, t))
+    order = np.lexsort((o, t))
+    o, x, t = o[order], x[order], t[order]
+    first = np.full(len(o), ACCUMULATE, dtype=np.int64)
+    first[np.unique(o, return_index=True)[1]] = OVERWRITE
+    return Linear(out, o, x, t, first, tiles, macs)
 
 
 class LinearBuilder:

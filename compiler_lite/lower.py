@@ -33,7 +33,7 @@ from .registry import OPS
 
 #: Ops whose output has the input's shape and layout, element by element (frame
 #: requirements of the output pass to the inputs).
-ELEMENTWISE = {"Relu", "LeakyRelu", "Clip", "PRelu", "BatchNormalization", "Add", "Sub", "Mul",
+ELEMENTWISE = {"Pow", "Relu", "LeakyRelu", "Clip", "PRelu", "BatchNormalization", "Add", "Sub", "Mul",
                "Div", "Max", "Min", "Sigmoid", "Tanh", "Exp", "HardSigmoid", "HardSwish",
                "Elu", "Selu", "Softplus", "Softsign", "Identity", "Dropout", "Neg", "Abs",
                "Sqrt", "Reciprocal", "Log", "Erf", "Gelu", "Mish", "ThresholdedRelu"}
@@ -185,11 +185,14 @@ class Lowering:
 
     def exclusive(self, name: str) -> Buffer | None:
         """The buffer of ``name`` if the current node may overwrite it in place: the tensor is
-        the buffer's whole content and nothing else will read the buffer."""
+        the buffer's whole content and nothing else will read the buffer (the current node
+        included: an operand it reads twice, as in ``Add(a, a)``, is read from memory while
+        the other use changes it in the accumulators)."""
         t = self.tensor(name)
         bufs = self.buffers_of(t)
         readers = 1 if name in self.internal else self.remaining[name]
-        if len(bufs) != 1 or name in self.g.outputs or readers != 1:
+        uses = self.node.inputs.count(name) if self.node is not None else 1
+        if len(bufs) != 1 or name in self.g.outputs or readers != 1 or uses > 1:
             return None
         b = bufs[0]
         if b.role in ("input", "const") or t.idx.size != b.elements:
@@ -230,6 +233,31 @@ class Lowering:
                 return buf, Tensor(t.idx.reshape(shape), name)
             return frame_layout(self.space, name, shape, frame, self.n, zero)
         return flat_layout(self.space, name, shape, io_order(len(shape)), self.n)
+
+    def like(self, name: str, t: Tensor) -> tuple[Buffer, Tensor]:
+        """A new buffer for ``name`` storing ``t``'s elements in the same lanes, one vector per
+        vector of ``t`` (in order): a copy moves whole vectors, and operands laid out like
+        ``t`` pair with it vector by vector."""
+        n = self.n
+        v, lane = np.divmod(t.idx, n)
+        vecs, rank = np.unique(v, return_inverse=True)
+        buf = self.space.new(name, len(vecs), elements=int(t.idx.size))
+        idx = (buf.start + rank.reshape(t.idx.shape)) * n + lane
+        buf.set_extent(idx, n)
+        buf.dirty = self.carries_more(t)
+        return buf, Tensor(idx, name)
+
+    def carries_more(self, t: Tensor) -> bool:
+        """Whether whole-vector copies of ``t``'s vectors may bring along non-zero lanes that
+        are not ``t``'s elements (a dirty source, or a view of part of its vectors)."""
+        n = self.n
+        vecs, used = np.unique(np.unique(t.idx) // n, return_counts=True)
+        for src in self.buffers_of(t):
+            sel = (vecs >= src.start) & (vecs < src.start + src.vectors)
+            ext = src.extent[vecs[sel] - src.start] if src.extent is not None else None
+            if src.dirty or ext is None or np.any(ext > used[sel]):
+                return True
+        return False
 
     # ---------------------------------------------------------------------------- layers
 
@@ -289,11 +317,19 @@ class Lowering:
     def copy_layer(self, t: Tensor, out_name: str) -> tuple[Layer, Tensor]:
         """A new layer whose producer copies ``t`` into the accumulators. A tensor that fills
         a framed buffer is copied whole, frame and all (one run); anything else into the
-        default layout for ``out_name``."""
+        default layout for ``out_name``. The copy is for in-place work, so an element that
+        ``t`` holds more than once (``Concat(a, a)``) gets a place of its own."""
         bufs = self.buffers_of(t)
         zero = self.needs_zero(out_name)
+        flat = t.idx.reshape(-1)
+        order = np.argsort(flat, kind="stable")
+        head = np.ones(flat.size, dtype=bool)
+        head[1:] = flat[order][1:] != flat[order][:-1]
+        repeat = np.empty_like(flat)            # how many times the element came before
+        repeat[order] = np.arange(flat.size) - np.maximum.accumulate(
+            np.where(head, np.arange(flat.size), 0))
         if len(bufs) == 1 and bufs[0].frame is not None and t.idx.size == bufs[0].elements \
-                and bufs[0].role != "const":
+                and bufs[0].role != "const" and not repeat.any():
             src = bufs[0]
             buf = self.space.new(out_name, src.vectors, row=src.row, frame=src.frame,
                                  zero=src.frame.zero_mask() if zero else None,
@@ -302,7 +338,19 @@ class Lowering:
             allv = np.arange(src.vectors)
             layer = self.begin(buf, Load(buf, allv, allv + src.start))
             return layer, nt
-        buf, nt = self.new_activation(out_name, t.shape, zero=zero)
+        if len(bufs) == 1 and bufs[0].frame is None and not zero and not repeat.any():
+            buf, nt = self.like(out_name, t)         # keep its lanes (e.g. [B, T, C] rows)
+        elif len(bufs) == 1 and bufs[0].frame is None and not zero:
+            # like that, a repeat in a vector of its own (copied whole from the same source)
+            n = self.n
+            keys, slot = np.unique(repeat * (flat.max() // n + 1) + flat // n,
+                                   return_inverse=True)
+            buf = self.space.new(out_name, len(keys), elements=flat.size, dirty=True)
+            idx = (buf.start + slot.reshape(-1)) * n + flat % n
+            buf.set_extent(idx, n)
+            nt = Tensor(idx.reshape(t.shape), out_name)
+        else:
+            buf, nt = self.new_activation(out_name, t.shape, zero=zero)
         layer = self.begin(buf, self.copy_step(t, nt))
         return layer, nt
 
@@ -318,7 +366,7 @@ class Lowering:
         pairs = np.unique(np.stack([dv, sv]), axis=1)
         if same_lane and len(np.unique(pairs[0])) == pairs.shape[1]:
             load = Load(buf, pairs[0] - buf.start, pairs[1])
-            buf.dirty = buf.dirty or any(b.dirty for b in self.buffers_of(src))
+            buf.dirty = buf.dirty or self.carries_more(src)
             return load
         return self.gather(buf, dst, [(src.idx, 1.0)])
 

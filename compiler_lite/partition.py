@@ -118,9 +118,11 @@ def spans_fn(space: Space, layer: Layer, staged: list[Buffer]) -> Callable:
     per = []
     for s in layer.steps:
         if isinstance(s, (Linear, Load)) and len(s.x):
-            ok = s.x >= 0
-            o = s.o[ok]
-            x = s.x[ok]
+            if isinstance(s, Linear):
+                o, x = s.reads()                # data tiles are staged like sources
+            else:
+                ok = s.x >= 0
+                o, x = s.o[ok], s.x[ok]
             own = space.owner(x)
             order = np.argsort(o, kind="stable")
             per.append((s.out, o[order], x[order], own[order]))

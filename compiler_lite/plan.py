@@ -9,6 +9,8 @@
 * Constants (DRAM1 from vector 0, or local memory from vector 0 with ``local-consts``), in
   first-use order, per layer: the SIMD constant vectors and lookup tables, then the weight
   tiles (bias row then only the rows that can be non-zero), then constant data tensors.
+* Reads: a layer reads only the inputs, constants and buffers that earlier layers stored
+  (:meth:`Planner.settle_reads`).
 """
 
 from __future__ import annotations
@@ -110,6 +112,64 @@ class Planner:
                     out[id(b)] = (w, max(li, out.get(id(b), (w, w))[1]))
         return out
 
+    # --------------------------------------------------------------------------- reads
+
+    def settle_reads(self) -> None:
+        """Make every layer read only memory that holds the value at that point: the model's
+        inputs, constants and buffers that earlier layers stored.
+
+        A convolution may read a known-zero frame vector just outside its input (padding),
+        so that its runs do not break there; that vector belongs to a neighbouring buffer,
+        which may not be in memory yet (the layer's own output) or ever (a buffer that only
+        lives in the accumulators). Such a term becomes a MatMul with the zeroes flag (the
+        tile's bias alone: the same value). Any other read of such a buffer is a lowering
+        bug."""
+        stored: dict[int, int] = {}
+        for li, layer in enumerate(self.layers):
+            stored.setdefault(id(layer.out), li)
+
+        def unreadable(x: np.ndarray, li: int) -> np.ndarray:
+            """Per virtual vector: its buffer is not in memory at layer ``li``."""
+            bad = np.zeros(len(x), dtype=bool)
+            owner = self.space.owner(x)
+            for k in np.unique(owner):
+                b = self.space.buffers[k]
+                if b.role not in ("input", "const") and not stored.get(id(b), li) < li:
+                    bad |= owner == k
+            return bad
+
+        for li, layer in enumerate(self.layers):
+            for s in layer.steps:
+                if not isinstance(s, (Linear, Load)):
+                    continue
+                if isinstance(s, Linear):
+                    real = np.nonzero(s.x >= 0)[0]
+                    away = real[unreadable(s.x[real], li)]
+                    s.x[away[self._known_zero(s.x[away])]] = -1
+                    x = s.sources()
+                else:
+                    x = s.x
+                bad = x[unreadable(x, li)]
+                if len(bad):
+                    b = self.space.buffers[self.space.owner(bad[:1])[0]]
+                    what = "its own output" if stored.get(id(b)) == li else \
+                        "a buffer no earlier layer stores"
+                    raise CompileError(
+                        f"{self.source}: layer {layer.name!r} (nodes {', '.join(layer.nodes)}):"
+                        f" internal: reads {b.name!r}, {what}")
+
+    def _known_zero(self, vec: np.ndarray) -> np.ndarray:
+        """Whether each virtual vector is a frame vector its buffer keeps zero."""
+        out = np.zeros(len(vec), dtype=bool)
+        owner = self.space.owner(vec)
+        for k in np.unique(owner):
+            b = self.space.buffers[k]
+            sel = owner == k
+            rel = vec[sel] - b.start
+            if b.zero is not None:
+                out[sel] = (rel >= 0) & (rel < b.vectors) & b.zero[np.clip(rel, 0, b.vectors - 1)]
+        return out
+
     # ------------------------------------------------------------------------- constants
 
     def const_image(self) -> tuple[np.ndarray, list[LayerConsts], int]:
@@ -148,7 +208,7 @@ class Planner:
             lc.tile_base = at
             for s in layer.steps:
                 refs = []
-                if isinstance(s, Linear):
+                if isinstance(s, Linear) and not s.data:    # data tiles are not constants
                     extent = self._lane_extent(s)
                     for t, tile in enumerate(s.tiles.values):
                         nz = np.nonzero(np.any(tile[1:] != 0, axis=1))[0]
@@ -205,6 +265,7 @@ class Planner:
 
     def place(self) -> MemoryPlan:
         A = self.arch
+        self.settle_reads()
         image, info, saturated = self.const_image()
         if self.consts_to_local:
             if len(image) > A.local_depth - 1:

@@ -21,7 +21,7 @@ import numpy as np
 from tcu_hw.isa import SimdOp as Op
 
 from ..ir import Tensor
-from ..kernels import Load, Simd, SimdStep
+from ..kernels import Load, Simd, SimdStep, Zero
 from ..registry import consts_of, op
 from .lut import function_node, lut_pass
 
@@ -45,11 +45,11 @@ def _check_binary(node, g, arch) -> list[str]:
                     "simd_registers_depth ≥ 2"]
         if g.is_const(a):
             return []
-    if node.op in ("Mul", "Max", "Min") and not g.is_const(a) and not g.is_const(b):
-        for x in (a, b):
-            if g.shapes.get(x) != out:
-                return [f"{node.op} of two computed tensors needs equal shapes "
-                        f"({g.shapes.get(a)} and {g.shapes.get(b)})"]
+    if node.op in ("Mul", "Div", "Max", "Min") and not g.is_const(a) and not g.is_const(b):
+        if out not in (g.shapes.get(a), g.shapes.get(b)):
+            return [f"{node.op} of two computed tensors needs one operand of the output's "
+                    f"shape {list(out)} (the other may broadcast to it; got "
+                    f"{list(g.shapes.get(a))} and {list(g.shapes.get(b))})"]
     return []
 
 
@@ -160,24 +160,46 @@ def add_sub(ctx: Lowering, node, a: str, b: str, sign: float) -> None:
 
 
 def pairwise(ctx: Lowering, node, a: str, b: str, simd_op: int) -> None:
-    """out = op(a, b) per element with SIMD: b is loaded next to a in the accumulators."""
+    """out = op(a, b) per element with SIMD (a commutative op): b is put next to a in the
+    accumulators, by vector moves when it is stored like a, else through the array (an
+    operand that broadcasts, such as a per-channel [N, C, 1, 1] gate or per-token [N, T, 1]
+    statistics, or one stored in other lanes)."""
     out = node.outputs[0]
-    if ctx.extend(b) is not None and ctx.extend(a) is None and simd_op != Op.SUBTRACT:
+    shape = ctx.g.shape(out)
+    if ctx.tensor(a).shape != shape or (ctx.extend(b) is not None and ctx.extend(a) is None
+                                        and ctx.tensor(b).shape == shape):
         a, b = b, a
     tb = ctx.tensor(b)
     layer, t = ctx.in_acc(a)
     pairs = _congruent(ctx, t, tb)
-    if pairs is None:
-        ctx.fail("operands are stored differently (lanes do not match); not supported yet")
-    aux = ctx.space.new(f"{out}:operand", pairs.shape[1])
-    layer.steps.append(Load(aux, np.arange(pairs.shape[1]), pairs[1]))
-    o = pairs[0] - layer.out.start
+    if pairs is not None:
+        aux = ctx.space.new(f"{out}:operand", pairs.shape[1])
+        layer.steps.append(Load(aux, np.arange(pairs.shape[1]), pairs[1]))
+        o = pairs[0] - layer.out.start
+    else:
+        o, aux = operand_like(ctx, layer, t, np.broadcast_to(tb.idx, t.shape), out)
     body = [SimdStep(Op.MOVE, 0, 0, 1, read="aux", write=None),
             SimdStep(simd_op, 0, 1, 0, read="self", write="self")]
     layer.steps.append(Simd(layer.out, o, [], body, np.arange(len(o)), aux))
     if any(x.dirty for x in ctx.buffers_of(tb)):
         layer.out.dirty = True
     ctx.set(out, Tensor(t.idx))
+
+
+def operand_like(ctx: Lowering, layer, t: Tensor, src_idx: np.ndarray, name: str):
+    """Gather the elements ``src_idx`` (one per element of ``t``) into a new accumulator
+    buffer laid out like ``t``'s vectors in ``layer``, through the array (one MatMul per
+    pair of vectors, the tiles mapping lanes): returns (``t``'s vectors in ``layer.out``,
+    the buffer; its vector k pairs with the k-th)."""
+    n = ctx.n
+    vecs, rank = np.unique(t.idx // n, return_inverse=True)
+    aux = ctx.space.new(f"{name}:operand", len(vecs))
+    dst = Tensor((aux.start + rank.reshape(t.shape)) * n + t.idx % n)
+    builder = ctx.gather(aux, dst, [(src_idx, 1.0)])
+    layer.steps.append(builder.build())
+    if builder.clear is not None and len(builder.clear):
+        layer.steps.append(Zero(aux, np.asarray(builder.clear, dtype=np.int64)))
+    return vecs - layer.out.start, aux
 
 
 def _check_max_min(node, g, arch) -> list[str]:
@@ -331,4 +353,66 @@ def absolute(node, ctx: Lowering):
     layer, t = ctx.in_acc(node.inputs[0])
     layer.steps.append(Simd(layer.out, ctx.vectors_in(t, layer.out), [],
                             [SimdStep(Op.ABS, 0, 0, 0)]))
+    ctx.set(node.outputs[0], Tensor(t.idx))
+
+
+# ------------------------------------------------------------------------------------- Pow
+
+#: exponents computed by SIMD multiplies (no lookup table needed)
+POW_BY_MULTIPLY = (1, 2, 3, 4)
+
+
+def _exponent(node, g):
+    e = node.inputs[1]
+    if not g.is_const(e) or np.asarray(g.consts[e]).size != 1:
+        return None
+    return float(np.asarray(g.consts[e]).reshape(()))
+
+
+def _check_pow(node, g, arch) -> list[str]:
+    if g.is_const(node.inputs[0]):
+        return ["the base must be computed (a constant base with a computed exponent is not "
+                "supported)"]
+    p = _exponent(node, g)
+    if p is None:
+        return ["the exponent must be a scalar constant"]
+    if p in POW_BY_MULTIPLY:
+        return []
+    if arch.lut_count < 1 or arch.lut_depth < 2 or arch.simd_registers_depth < 2:
+        return [f"exponent {p:g} needs a lookup table (exponents {list(POW_BY_MULTIPLY)} do "
+                f"not): the architecture must have lut_count ≥ 1, lut_depth ≥ 2 and "
+                f"simd_registers_depth ≥ 2"]
+    if p <= 0 and p == int(p) and p != -1:
+        return [f"exponent {p:g} is not supported (allowed: {list(POW_BY_MULTIPLY)}, -1, "
+                f"and non-integers such as 0.5 or -0.5 for positive bases)"]
+    return []
+
+
+@op("Pow", check=_check_pow)
+def power(node, ctx: Lowering):
+    """``x^p``: p = 1..4 by SIMD multiplies of the vector by itself (x² in one instruction,
+    x³ and x⁴ in two); p = -1 as Reciprocal, p = 0.5 as Sqrt, other p (e.g. -0.5) through a
+    lookup table of x^p on positive x (negative bases give 0)."""
+    p = _exponent(node, ctx.g)
+    layer, t = ctx.in_acc(node.inputs[0])
+    if p == 1:
+        pass
+    elif p in POW_BY_MULTIPLY:
+        square = SimdStep(Op.MULTIPLY, 0, 0, 1 if p > 2 else 0, read="self",
+                          write=None if p > 2 else "self")
+        body = [square]
+        if p == 3:
+            body.append(SimdStep(Op.MULTIPLY, 0, 1, 0, read="self", write="self"))
+        elif p == 4:
+            body.append(SimdStep(Op.MULTIPLY, 1, 1, 0, read=None, write="self"))
+        layer.steps.append(Simd(layer.out, ctx.vectors_in(t, layer.out), [], body))
+    elif p == -1:
+        lut_pass(ctx, layer, t, function_node(node, "Reciprocal"))
+    elif p == 0.5:
+        lut_pass(ctx, layer, t, function_node(node, "Sqrt"))
+    else:
+        def fn(x, p=p):
+            with np.errstate(all="ignore"):
+                return np.where(x > 0, np.power(np.maximum(x, 1e-30), p), 0.0)
+        lut_pass(ctx, layer, t, function_node(node, "Pow"), fn, "positive", None, None)
     ctx.set(node.outputs[0], Tensor(t.idx))

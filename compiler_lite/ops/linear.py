@@ -17,6 +17,8 @@ from ..geometry import check_spatial, spatial, window_attrs
 from ..ir import Frame, Tensor, groups
 from ..kernels import LinearBuilder
 from ..registry import consts_of, op
+from .attention import check_product, product
+from .mean import divide_in_place, group_bits, within
 
 if TYPE_CHECKING:
     from ..lower import Lowering
@@ -220,25 +222,71 @@ def _pool_counts(size, out, k, s, p0, p1, include_pad):
 
 def average(ctx: Lowering, node, x: Tensor, out_name: str, kernel, strides, pads,
             include_pad: bool) -> None:
-    """Average pooling: a depthwise convolution of ones whose divisor (per output position,
-    so borders divide by the window part inside the image unless ``include_pad``) is folded
-    into the weights."""
+    """Average pooling with an exact sum and an exact division (see :mod:`.mean`).
+
+    The window's taps are cut into groups of ``2^j`` taps (:func:`.mean.group_bits`): each
+    group sums exactly (a depthwise convolution of ones over the group's taps), the array
+    adds the group sums scaled by ``2^-j`` (one rounding per group, not per tap), and the
+    result is divided by ``count / 2^j`` (per output position: borders divide by the window
+    part inside the image unless ``include_pad``). With ``j = 0`` (small windows) the sum
+    over all taps is exact. Groups keep both the group sums and their scaled total in range
+    for means up to ``max / 2^(j+…)`` instead of ``max / count``."""
     N, C = x.shape[:2]
     S0, S1 = spatial(x.shape)
     out_shape = ctx.g.shape(out_name)
     Ho, Wo = spatial(out_shape)
     KH, KW = kernel
-    wfull = np.zeros((KH, KW, C, C))
-    wfull[:, :, np.arange(C), np.arange(C)] = 1.0
-    tmp = out_name + ":sum"
-    spatial_linear(ctx, x, tmp, out_shape, wfull, None, strides, (1, 1), pads, 0,
-                   req_name=out_name)
     pt, pb, pl, pr = pads
     c0 = _pool_counts(S0, Ho, KH, strides[0], pt, pb, include_pad)
     c1 = _pool_counts(S1, Wo, KW, strides[1], pl, pr, include_pad)
     div = (c0[:, None] * c1[None, :]).reshape((1, 1, Ho, Wo) if len(out_shape) == 4
                                               else (1, 1, Wo))
-    ctx.fold_affine(tmp, 1.0 / div, 0.0, out_name)
+    dt = ctx.arch.dtype
+    K = KH * KW
+    wide = None
+    if not dt.is_float and K > 1:
+        # a full-range estimate: taps pre-scaled by 2^-k (each rounded), so no sum saturates
+        k = min(int(np.ceil(np.log2(K))), dt.binary_point)
+        name = f"{out_name}:wide"
+        spatial_linear(ctx, x, name, out_shape, _depthwise(KH, KW, C, np.arange(K), 2.0 ** -k),
+                       None, strides, (1, 1), pads, 0, req_name=name)
+        layer, t = ctx.in_acc(name)
+        divide_in_place(ctx, layer, t, div / 2.0 ** k, name)
+        wide = ctx.tensor(name)
+        # worst errors (raw): the estimate 2^(k-1) + 1.25, the exact path 1.5
+        tol = np.ceil(2.0 ** (k - 1) + 1.25 + 1.5) / 2.0 ** dt.binary_point
+    j = group_bits(K, dt)
+    tmp = out_name + ":sum"
+    taps = np.arange(KH * KW)
+    if j == 0:
+        groups_of_taps = [taps]
+    else:
+        groups_of_taps = [taps[k:k + (1 << j)] for k in range(0, len(taps), 1 << j)]
+    sums = []
+    for k, group in enumerate(groups_of_taps):
+        wfull = _depthwise(KH, KW, C, group, 1.0)
+        name = tmp if j == 0 else f"{out_name}:group{k}"
+        spatial_linear(ctx, x, name, out_shape, wfull, None, strides, (1, 1), pads, 0,
+                       req_name=out_name if j == 0 else name)
+        sums.append(ctx.tensor(name))
+    if j:
+        buf, y = ctx.new_activation(tmp, out_shape, zero=ctx.needs_zero(out_name))
+        ctx.begin(buf, ctx.gather(buf, y, [(t.idx, 2.0 ** -j) for t in sums]))
+        ctx.set(tmp, y, internal=True)
+    layer, t = ctx.in_acc(tmp)
+    divide_in_place(ctx, layer, t, div / 2.0 ** j, out_name)
+    if wide is not None:
+        within(ctx, layer, t, wide, tol, out_name)
+    ctx.set(out_name, Tensor(t.idx))
+
+
+def _depthwise(KH: int, KW: int, C: int, taps, weight: float) -> np.ndarray:
+    """(KH, KW, C, C) weights of a depthwise sum over ``taps`` (row-major tap numbers)."""
+    wfull = np.zeros((KH, KW, C, C))
+    kh, kw = np.divmod(np.asarray(taps), KW)
+    for c in range(C):
+        wfull[kh, kw, c, c] = weight
+    return wfull
 
 
 @op("AveragePool", check=check_avgpool)
@@ -261,10 +309,11 @@ def check_reduce_mean(node, g, arch) -> list[str]:
     axes = _reduce_axes(node, g)
     if shape is None or axes is None:
         return ["axes must be constant"]
-    sp = set(range(2, len(shape)))
-    if spatial(shape) is None or set(a % len(shape) for a in axes) != sp:
-        return [f"only the mean over all spatial axes {sorted(sp)} of a [N,C,H,W] or [N,C,L] "
-                f"tensor is supported (got axes {list(axes)})"]
+    if _mean_view(shape, axes) is None:
+        return [f"only a mean that keeps the first axis and one other of a rank-3 or rank-4 "
+                f"tensor is supported: the spatial axes of [N,C,H,W] or [N,C,L], the tokens "
+                f"(axis 1) or channels (axis 2) of [N,T,C] (got axes {list(axes)} of "
+                f"{list(shape)})"]
     return []
 
 
@@ -276,33 +325,44 @@ def _reduce_axes(node, g):
     return list(axes) if axes is not None else list(range(len(g.shapes[node.inputs[0]])))
 
 
+def _mean_view(shape, axes):
+    """The axis order (batch, kept axis, reduced axes) that makes a mean over ``axes`` a
+    global average pool of a [N, C, S0(, S1)] view, or None."""
+    rank = len(shape)
+    red = sorted(set(a % rank for a in axes)) if rank else []
+    kept = [a for a in range(rank) if a not in red]
+    if rank not in (3, 4) or len(kept) != 2 or kept[0] != 0 or not red:
+        return None
+    return (0, kept[1], *red)
+
+
 @op("ReduceMean", check=check_reduce_mean)
 def reduce_mean(node, ctx: Lowering):
+    """A mean over the spatial axes (or the tokens, or the channels of [N, T, C]): a global
+    average pool of the view that puts the kept axis second (no data moves)."""
     x = ctx.tensor(node.inputs[0])
-    S0, S1 = spatial(x.shape)
-    keep = bool(node.attr("keepdims", 1))
+    perm = _mean_view(x.shape, _reduce_axes(node, ctx.g))
+    view = Tensor(np.transpose(x.idx, perm), x.name)
+    S0, S1 = spatial(view.shape)
     out = node.outputs[0]
-    kept = (x.shape[0], x.shape[1], *([1] * (len(x.shape) - 2)))
-    if keep:
-        average(ctx, node, x, out, (S0, S1), (1, 1), (0, 0, 0, 0), True)
-        return
-    tmp = out + ":keepdims"
-    ctx.g.shapes[tmp] = kept
-    average(ctx, node, x, tmp, (S0, S1), (1, 1), (0, 0, 0, 0), True)
-    t = ctx.tensor(tmp)
-    ctx.set(out, Tensor(t.idx.reshape(ctx.g.shape(out))))
+    tmp = out + ":pooled"
+    ctx.g.shapes[tmp] = (view.shape[0], view.shape[1], *([1] * (len(x.shape) - 2)))
+    average(ctx, node, view, tmp, (S0, S1), (1, 1), (0, 0, 0, 0), True)
+    pooled = np.transpose(ctx.tensor(tmp).idx, np.argsort(perm))   # back to the input's axes
+    ctx.set(out, Tensor(pooled.reshape(ctx.g.shape(out))))
 
 
 # ---------------------------------------------------------------------------- Gemm, MatMul
 
 def check_gemm(node, g, arch) -> list[str]:
+    a, b = node.inputs[:2]
+    if not g.is_const(b) and (node.op == "Gemm" or not g.is_const(a)):
+        # B computed: weight tiles from local memory (see .attention); Gemm's C constant
+        return consts_of(node, g, first=2) + check_product(node, g, arch)
     out = consts_of(node, g, first=1 if not g.is_const(node.inputs[0]) else 0)
     if node.op == "MatMul" and g.is_const(node.inputs[0]) and g.is_const(node.inputs[1]):
         return []
     if node.op == "MatMul":
-        a, b = node.inputs
-        if not g.is_const(b) and not g.is_const(a):
-            return ["both operands are computed: only products with a constant are supported"]
         const = g.consts[b] if g.is_const(b) else g.consts[a]
         if const.ndim > 2 and any(d != 1 for d in const.shape[:-2]):
             return [f"a batched constant operand ({list(const.shape)}) is not supported"]
@@ -361,6 +421,8 @@ def matmul_rows(ctx: Lowering, a: Tensor, out_name: str, out_shape, wmat: np.nda
 
 @op("Gemm", check=check_gemm)
 def gemm(node, ctx: Lowering):
+    if not ctx.is_const(node.inputs[1]):
+        return gemm_computed(node, ctx)
     a = ctx.tensor(node.inputs[0])
     if node.attr("transA", 0):
         a = Tensor(a.idx.T)
@@ -378,11 +440,31 @@ def gemm(node, ctx: Lowering):
     matmul_rows(ctx, a, node.outputs[0], out_shape, w * alpha, bias, macs)
 
 
+def gemm_computed(node, ctx: Lowering) -> None:
+    """Gemm whose B is computed: a product of two tensors (:mod:`.attention`; a constant A
+    is read as data), alpha and beta·C folded into its tiles."""
+    a_name, b_name = node.inputs[:2]
+    a = ctx.const_tensor(a_name) if ctx.is_const(a_name) else ctx.tensor(a_name)
+    b = ctx.tensor(b_name)
+    if node.attr("transA", 0):
+        a = Tensor(a.idx.T, a.name)
+    if node.attr("transB", 0):
+        b = Tensor(b.idx.T, b.name)
+    out = node.outputs[0]
+    bias = None
+    if len(node.inputs) > 2 and node.inputs[2]:
+        bias = ctx.const(node.inputs[2]) * float(node.attr("beta", 1.0))
+    product(ctx, node, a, b, out, ctx.g.shape(out), float(node.attr("alpha", 1.0)), bias)
+
+
 @op("MatMul", check=check_gemm)
 def matmul(node, ctx: Lowering):
     a_name, b_name = node.inputs
     out = node.outputs[0]
     out_shape = ctx.g.shape(out)
+    if not ctx.is_const(a_name) and not ctx.is_const(b_name):
+        product(ctx, node, ctx.tensor(a_name), ctx.tensor(b_name), out, out_shape)
+        return
     if ctx.is_const(b_name):
         w = ctx.const(b_name)
         w = w.reshape(w.shape[-2:]) if w.ndim > 2 else w

@@ -43,7 +43,9 @@ def _elu(alpha):
 
 
 #: name → (function of the node, grid: "linear" or "log", lo, hi); lo/hi are clipped to the
-#: data type's range. "log" spaces keys geometrically away from zero (steep near 0).
+#: data type's range. "log" spaces keys geometrically away from zero (steep near 0),
+#: "positive" likewise on x > 0 only (functions of positive numbers: all keys where they
+#: matter).
 def _spec(node):
     a = node.attr
     op_ = node.op
@@ -54,7 +56,7 @@ def _spec(node):
     if op_ == "Exp":
         return np.exp, "linear", -8.0, None
     if op_ == "Log":
-        return lambda x: np.log(np.maximum(x, 1e-30)), "log", None, None
+        return lambda x: np.log(np.maximum(x, 1e-30)), "positive", None, None
     if op_ == "Softplus":
         return lambda x: np.logaddexp(0.0, x), "linear", -8.0, 8.0
     if op_ == "Softsign":
@@ -85,7 +87,7 @@ def _spec(node):
     if op_ == "Mish":
         return (lambda x: x * np.tanh(np.logaddexp(0.0, x))), "linear", -8.0, 8.0
     if op_ == "Sqrt":
-        return lambda x: np.sqrt(np.maximum(x, 0.0)), "log", None, None
+        return lambda x: np.sqrt(np.maximum(x, 0.0)), "positive", None, None
     if op_ == "Reciprocal":
         return lambda x: 1.0 / np.where(x == 0, 1e-30, x), "log", None, None
     raise KeyError(op_)
@@ -98,7 +100,7 @@ def tables(fn, grid: str, lo, hi, arch, pwl: bool):
     one = 1.0 if dt.is_float else float(2 ** dt.binary_point)
     vmax = (dt.max_raw / one) if not dt.is_float else 65504.0
     vmin = (dt.min_raw / one) if not dt.is_float else -65504.0
-    res = 1.0 / one
+    res = 2.0 ** -16 if dt.is_float else 1.0 / one
     if grid == "linear":
         lo = max(vmin, lo) if lo is not None else vmin
         hi = min(vmax, hi) if hi is not None else math.log(vmax) if fn is np.exp else vmax
@@ -111,6 +113,8 @@ def tables(fn, grid: str, lo, hi, arch, pwl: bool):
         dens = bend + 0.05 * bend.mean() + 1e-12
         cdf = np.concatenate([[0.0], np.cumsum((dens[1:] + dens[:-1]) / 2)])
         inner = np.interp(np.linspace(0.0, cdf[-1], max(D - 1, 1)), cdf, xs)
+    elif grid == "positive":                # geometric, x > 0 only (x ≤ 0 in the first)
+        inner = np.geomspace(res, vmax, max(D - 1, 1))
     else:                                   # geometric away from zero, both signs
         lo = res
         m = max(D - 1, 2)

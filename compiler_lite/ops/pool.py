@@ -43,10 +43,14 @@ def max_pool(ctx: Lowering, node, x_name: str, kernel, strides, dil, pads) -> No
         ctx.begin(buf0, ctx.copy_step(x, t0))
         ctx.set(name, t0, internal=True)
         x_name, x = name, t0
-    layer, t = ctx.in_acc(x_name, allow_reduce=False)
+    out = node.outputs[0]
+    got = ctx.extend(x_name, allow_reduce=False)
+    if got is None:             # a copy of the input that only the windows read
+        got = ctx.copy_layer(x, f"{out}:window")
+        got[0].name = out
+    layer, t = got
     src = layer.out
     gr = groups(Tensor(t.idx.reshape(N, C, S0, S1)), (0, 2, 3), (1,), n)
-    out = node.outputs[0]
     out_shape = ctx.g.shape(out)
     Ho, Wo = spatial(out_shape)
     buf, y = ctx.new_activation(out, out_shape)
@@ -79,6 +83,7 @@ def max_pool(ctx: Lowering, node, x_name: str, kernel, strides, dil, pads) -> No
         relu = True
     layer.steps.append(Reduce(buf, src, indptr, sv, relu))
     layer.out = buf
+    src.zero = None             # it stays in the accumulators: no reader may count on it
     ctx.set(out, y)
 
 

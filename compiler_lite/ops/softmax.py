@@ -20,7 +20,7 @@ import numpy as np
 
 from tcu_hw.isa import SimdOp as Op
 
-from ..ir import Tensor
+from ..ir import Space, Tensor, flat_layout, frame_layout, io_order
 from ..kernels import LinearBuilder, Load, Reduce, Simd, SimdStep
 from ..registry import op
 from .lut import check_lut, function_node, lut_pass
@@ -108,6 +108,33 @@ def _across_vectors(ctx: Lowering, node, x: str, vec, axis: int, log: bool) -> N
     ctx.set(out, Tensor(t.idx))
 
 
+def _default_idx(ctx: Lowering, shape) -> np.ndarray:
+    """The index map :meth:`~compiler_lite.lower.Lowering.new_activation` would give a
+    tensor of ``shape`` (in a scratch space: nothing is allocated)."""
+    probe = Space(ctx.n)
+    frame = ctx.frame_for(shape)
+    if frame is None:
+        return flat_layout(probe, "probe", shape, io_order(len(shape)), ctx.n)[1].idx
+    shape4 = tuple(shape) if len(shape) == 4 else (shape[0], shape[1], 1, shape[2])
+    return frame_layout(probe, "probe", shape4, frame, ctx.n, False)[1].idx.reshape(shape)
+
+
+def _alike(ctx: Lowering, name: str, t: Tensor):
+    """A new buffer for a tensor of ``t``'s shape that whole-vector moves fill from ``t``:
+    the default layout when each of its vectors takes its elements from one vector of ``t``
+    in the same lanes, else ``t``'s own vectors (in order) and lanes."""
+    n = ctx.n
+    d, s = _default_idx(ctx, t.shape).reshape(-1), t.idx.reshape(-1)
+    pairs = np.unique(np.stack([d // n, s // n]), axis=1)
+    if np.array_equal(d % n, s % n) and len(np.unique(pairs[0])) == pairs.shape[1]:
+        return ctx.new_activation(name, t.shape)
+    vecs, inv = np.unique(t.idx // n, return_inverse=True)
+    buf = ctx.space.new(name, len(vecs), elements=t.idx.size)
+    idx = (buf.start + inv.reshape(t.shape)) * n + t.idx % n
+    buf.set_extent(idx, n)
+    return buf, Tensor(idx.astype(np.int64), name)
+
+
 def _lane_tile(n, lanes_in, broadcast_lane=None) -> np.ndarray:
     tile = np.zeros((n + 1, n))
     if broadcast_lane is not None:
@@ -125,7 +152,7 @@ def _across_lanes(ctx: Lowering, node, x: str, vec, lane, axis: int, log: bool) 
     R, K = vec.shape
     # layer 1: m by broadcasting every element to all lanes, max chain; d = x - m
     d_name = f"{out}:shifted"
-    buf_d, td = ctx.new_activation(d_name, t.shape)
+    buf_d, td = _alike(ctx, d_name, t)
     B = ctx.space.new(f"{out}:bcast", R * K)
     M = ctx.space.new(f"{out}:max", R)
     b = LinearBuilder(B, n)
@@ -167,7 +194,7 @@ def _across_lanes(ctx: Lowering, node, x: str, vec, lane, axis: int, log: bool) 
     lut_pass(ctx, layer, None, **_table(node, "Log" if log else "Reciprocal", K), buf=S,
              vecs=np.arange(R))
     base = td if log else src
-    buf_y, ty = ctx.new_activation(out, t.shape)
+    buf_y, ty = _alike(ctx, out, base)
     pairs = np.unique(np.stack([ty.idx.reshape(-1) // n, base.idx.reshape(-1) // n]), axis=1)
     layer.steps.append(Load(buf_y, pairs[0] - buf_y.start, pairs[1]))
     yv, _ = _rows(ctx, ty, axis)

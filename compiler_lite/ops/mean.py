@@ -1,0 +1,156 @@
+"""Exact averages: window sums that stay exact and in range, and division by a count without
+a biased reciprocal.
+
+A sum over ``d`` taps with unit weights is exact while it fits the data type, but its range is
+only ``max / d`` for the mean. The taps are therefore cut into groups of ``g = 2^j`` taps
+(:func:`group_bits`, ``g ≈ √d`` with at least four groups): each group sum ``G_i`` is exact,
+the array adds ``round(G_i · 2^-j)`` (one rounding per group, not per tap) into
+``T ≈ S / 2^j``, and ``T`` is divided by ``D = d / 2^j``. Both ``G_i`` and ``T`` hold means up
+to ``max / √d`` (FP16BP8 over 7×7: 16, where a plain sum saturates above 2.6).
+
+Dividing by ``D`` with one fixed-point multiply by ``round(2^bp / D)`` would bias every mean by
+the reciprocal's representation error (1/49 in FP16BP8 is 5/256: 4.3% low). Instead, with
+``m = ⌊log2 D⌋`` (0 ≤ m ≤ bp) and ``q = 2^m / D`` in (½, 1]:
+
+::
+
+    a = round(q·2^bp)                    high part of q        (raw, ≤ 2^bp)
+    b = round((q − a/2^bp)·2^2bp)        low part, in units of 2^-2bp   (|b| ≤ 2^(bp-1))
+
+    L  = T · b/2^bp          → temporary          (SIMD Multiply, register 1 = b)
+    Z  = T · a/2^bp          → in place            (register 1 = a; skipped when a = 2^bp)
+    Z += L · 2^-bp           accumulating write    (register 1 = raw 1; skipped when b = 0)
+    y  = Z · 2^-m            → in place            (register 1 = 2^-m; skipped when m = 0)
+
+``Z`` is ``T·2^m/D`` within 1.25 raw (three roundings of at most ½ raw, one of them scaled by
+2^-bp, and the low part's own error ≤ ¼ raw over the whole range), and the last multiply
+divides that by 2^m before one final rounding. The groups add at most ½ raw each to ``T``,
+``⌈d/g⌉·g/(2d) ≤ 0.63`` raw in the mean. With ``m ≥ 2`` the mean is within 1.44 raw of the
+exact quotient, so within one LSB of the exactly rounded mean (exactly rounded when ``d`` is
+a power of two up to 8). Every step is one SIMD instruction per vector and needs one register.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from tcu_hw.isa import SimdOp as Op
+
+from ..ir import Tensor
+from ..kernels import Load, Simd, SimdStep
+
+if TYPE_CHECKING:
+    from ..lower import Lowering
+
+
+def group_bits(d: int, dt) -> int:
+    """``j``: taps per exact group sum are ``2^j`` for a window of ``d`` taps (0: one exact
+    sum). ``2^j ≈ √d`` balances the range of group sums and their total; ``d / 2^j ≥ 4``
+    keeps the division's last shift ``m ≥ 2``; ``j ≤ bp`` keeps ``2^-j`` representable."""
+    if dt.is_float or d < 8:
+        return 0
+    return int(max(0, min(round(np.log2(d) / 2), np.floor(np.log2(d / 4)), dt.binary_point)))
+
+
+def reciprocal_parts(d, bp: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(a, b, m) per divisor in ``d`` (> 0) for the binary point ``bp``: see the module
+    docstring. ``a`` and ``b`` are raw integers, ``m`` the final shift."""
+    d = np.asarray(d, dtype=np.float64)
+    if not np.all(d > 0):
+        raise ValueError(f"divisors must be positive, got {np.unique(d)[:4]}")
+    m = np.clip(np.floor(np.log2(d)), 0, bp).astype(np.int64)
+    q = np.ldexp(1.0, m) / d
+    a = np.round(q * 2.0 ** bp).astype(np.int64)
+    b = np.round((q - a / 2.0 ** bp) * 2.0 ** (2 * bp)).astype(np.int64)
+    return a, b, m
+
+
+class LanePasses:
+    """SIMD passes over the vectors of ``t`` (the open ``layer``'s result) whose register 1
+    holds a per-element constant: vectors are grouped by their constant vector, one pass per
+    group (every architecture has one register)."""
+
+    def __init__(self, ctx: Lowering, layer, t: Tensor, name: str) -> None:
+        n = ctx.n
+        self.layer, self.name = layer, name
+        self.v, self.lane = np.divmod(t.idx.reshape(-1), n)
+        self.shape = t.shape
+        self.vecs = np.unique(self.v)
+        self.rows = self.vecs - layer.out.start
+        self.n = n
+
+    def table(self, values, fill: float = 1.0) -> np.ndarray:
+        """(vectors, n) per-lane values (``values`` broadcast to the shape; ``fill`` in lanes
+        outside the tensor)."""
+        out = np.full((len(self.vecs), self.n), float(fill))
+        out[np.searchsorted(self.vecs, self.v), self.lane] = np.broadcast_to(
+            np.asarray(values, dtype=np.float64), self.shape).reshape(-1)
+        return out
+
+    def run(self, table: np.ndarray, body, aux=None, aux_buf=None, tag: str = "") -> None:
+        pats, of = np.unique(table, axis=0, return_inverse=True)
+        of = of.ravel()
+        for k, vec in enumerate(pats):
+            sel = of == k
+            key = f"{self.name}:{tag}:{k}"
+            self.layer.steps.append(Simd(self.layer.out, self.rows[sel], [("const", 1, key)],
+                                         body, None if aux is None else aux[sel], aux_buf,
+                                         {key: vec}))
+
+    def temporary(self, ctx: Lowering, tag: str):
+        """(aux indices, buffer): one accumulator vector per vector of ``t``."""
+        return np.arange(len(self.rows)), ctx.space.new(f"{self.name}:{tag}", len(self.rows))
+
+
+def divide_in_place(ctx: Lowering, layer, t: Tensor, counts, name: str) -> None:
+    """Divide ``t`` (the open ``layer``'s result, a sum) by ``counts`` (broadcast to its
+    shape; positive) in place with the steps above. For FLOAT32 programs: one multiply by
+    1/d."""
+    dt = ctx.arch.dtype
+    passes = LanePasses(ctx, layer, t, f"mean:{name}")
+    table = passes.table(counts)
+    if dt.is_float:
+        passes.run(1.0 / table, [SimdStep(Op.MULTIPLY, 0, 1, 0)], tag="recip")
+        return
+    bp = dt.binary_point
+    a, b, m = reciprocal_parts(table, bp)
+    one = 2.0 ** bp
+    if np.any(b != 0):
+        aux, tmp = passes.temporary(ctx, "low")
+        passes.run(b / one, [SimdStep(Op.MULTIPLY, 0, 1, 0, read="self", write="aux")],
+                   aux, tmp, "low")
+    if np.any(a != 2 ** bp):
+        passes.run(a / one, [SimdStep(Op.MULTIPLY, 0, 1, 0)], tag="high")
+    if np.any(b != 0):
+        passes.run(np.full(table.shape, 1.0 / one),
+                   [SimdStep(Op.MULTIPLY, 0, 1, 0, read="aux", write="self",
+                             accumulate=True)], aux, tmp, "add")
+    if np.any(m != 0):
+        passes.run(np.ldexp(1.0, -m), [SimdStep(Op.MULTIPLY, 0, 1, 0)], tag="shift")
+
+
+def within(ctx: Lowering, layer, t: Tensor, wide: Tensor, tol, name: str) -> None:
+    """``t ← wide + clamp(t − wide, −tol, tol)`` in place: ``t`` (precise, but its sums may
+    saturate) is kept wherever it is within ``tol`` of ``wide`` (a full-range estimate), else
+    the result stays within ``tol`` of ``wide``. ``wide`` must be stored like ``t`` (same
+    lanes, one vector per vector)."""
+    n = ctx.n
+    buf = layer.out
+    ai, bi = t.idx.reshape(-1), wide.idx.reshape(-1)
+    pairs = np.unique(np.stack([ai // n, bi // n]), axis=1)
+    if not np.array_equal(ai % n, bi % n) or len(np.unique(pairs[0])) != pairs.shape[1]:
+        ctx.fail(f"internal: '{name}': the full-range mean is stored differently")
+    passes = LanePasses(ctx, layer, t, f"mean:{name}")
+    order = np.searchsorted(pairs[0], passes.vecs)
+    aux, tmp = passes.temporary(ctx, "wide")
+    layer.steps.append(Load(tmp, aux, pairs[1][order]))
+    layer.steps.append(Simd(buf, passes.rows, [], [
+        SimdStep(Op.MOVE, 0, 0, 1, read="aux", write=None),
+        SimdStep(Op.SUBTRACT, 0, 1, 0, read="self", write="self")], aux, tmp))
+    tol = passes.table(tol, fill=0.0)
+    passes.run(-tol, [SimdStep(Op.MAX, 0, 1, 0)], tag="lo")
+    passes.run(tol, [SimdStep(Op.MIN, 0, 1, 0)], tag="hi")
+    layer.steps.append(Simd(buf, passes.rows, [], [
+        SimdStep(Op.MOVE, 0, 0, 0, read="aux", write="self", accumulate=True)], aux, tmp))
