@@ -20,7 +20,9 @@ then the store.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Callable
 
 import numpy as np
@@ -29,11 +31,11 @@ from tcu_hw.errors import CompileError
 from tcu_hw.isa import (SIMD, DataMove, DataMoveKind, LoadLUT, LoadWeights, MatMul,
                         SimdOp as Op)
 
-from .ir import Buffer, Space
+from .ir import Buffer, Space, distinct
 from .kernels import ACCUMULATE, ANY, OVERWRITE, Layer, Linear, Load, Reduce, Simd, Zero
 from .partition import Arena, Partitioning, PartitionSearch, layout_arena, ranges_fn, spans_fn
 from .plan import LayerConsts, MemoryPlan, acc_buffers
-from .rollup import runs
+from .rollup import runs, whole_runs
 from .summary import estimate
 
 KIND_IN = {"dram0": DataMoveKind.DRAM0_TO_LOCAL, "dram1": DataMoveKind.DRAM1_TO_LOCAL}
@@ -95,7 +97,7 @@ class PartitionView:
         """Local addresses of virtual vectors ``xv`` (resident or staged)."""
         out = np.empty(len(xv), dtype=np.int64)
         own = self.space.owner(xv)
-        for k in np.unique(own):
+        for k in distinct(own):
             buf = self.space.buffers[k]
             sel = own == k
             if buf.home[0] == "local":
@@ -160,8 +162,7 @@ class Emitter:
             self.stats.append(st)
             self.emit_layer(li, layer, st)
             st.instructions = len(self.out) - start
-            for ins in self.out[start:]:
-                st.by_kind[ins.name] = st.by_kind.get(ins.name, 0) + 1
+            st.by_kind.update(Counter(map(attrgetter("name"), self.out[start:])))
             compute, dram = estimate(self.out[start:], self.arch)
             st.cycles = max(compute, dram)
             lc = self.plan.layers[li]
@@ -222,7 +223,7 @@ class Emitter:
             x = s.sources() if isinstance(s, Linear) else s.x[s.x >= 0]
             if not len(x):
                 continue
-            for k in np.unique(self.space.owner(x)):
+            for k in self.space.owners(x):
                 buf = self.space.buffers[k]
                 if buf.home is None:
                     self.fail(layer, f"internal: source {buf.name!r} has no home")
@@ -346,7 +347,10 @@ class Emitter:
                 self._load_chunk(job, refs, chunks, 1)  # the DRAM unit runs a chunk ahead
             self.current_tile = None
         current_chunk = 0
-        for j_seg, (s0_, e0_) in enumerate(zip(seg_starts, seg_ends)):
+        # segments whose MatMuls are one run (most of them) need no call of runs()
+        whole = whole_runs(la, aa, ~real, first, seg_starts, s0=self.s0, s1=self.s1,
+                           max_count=self.max_count)
+        for j_seg, (s0_, e0_) in enumerate(zip(seg_starts.tolist(), seg_ends.tolist())):
             tid = int(t[s0_])
             if s.data:                          # a tile written by an earlier layer
                 addr = int(view.local_of(s.tiles.at[tid:tid + 1])[0])
@@ -367,6 +371,15 @@ class Emitter:
             if self.current_tile != key:
                 self.out.append(LoadWeights(addr, 0, rows, False))
                 self.current_tile = key
+            one = whole[j_seg]
+            if one is not None:
+                c0, c1, flag = one
+                zero_flag = not real[s0_]
+                acc_flag = flag == ACCUMULATE or (flag == ANY and s.accumulate)
+                self.out.append(MatMul(0 if zero_flag else int(la[s0_]), c0, int(aa[s0_]), c1,
+                                       e0_ - s0_ - 1, acc_flag, zero_flag))
+                job.stats.matmul_vectors += e0_ - s0_
+                continue
             seg = slice(s0_, e0_)
             zs = ~real[seg]
             fl = first[seg]
@@ -418,15 +431,17 @@ class Emitter:
         self._setup(s.setup, job)
         base = view.acc_at[s.buf]
         abase = view.acc_at[s.aux_buf] if s.aux_buf is not None else 0
-        for j in range(i0, i1):
-            self_addr = int(base + s.o[j])
-            aux_addr = int(abase + s.aux[j]) if s.aux is not None else 0
-            for op in s.body:
-                rd = {"self": self_addr, "aux": aux_addr, None: 0}[op.read]
-                wr = {"self": self_addr, "aux": aux_addr, None: 0}[op.write]
-                self.out.append(SIMD(op.op, op.left, op.right, op.dest, read_address=rd,
-                                     write_address=wr, read=op.read is not None,
-                                     write=op.write is not None, accumulate=op.accumulate))
+        selfs = (base + s.o[i0:i1]).tolist()
+        auxs = (abase + s.aux[i0:i1]).tolist() if s.aux is not None else [0] * len(selfs)
+        which = {"self": 0, "aux": 1, None: 2}         # index into (self, aux, 0)
+        body = [(op, which[op.read], which[op.write]) for op in s.body]
+        out = self.out
+        for self_addr, aux_addr in zip(selfs, auxs):
+            addr = (self_addr, aux_addr, 0)
+            for op, rd, wr in body:
+                out.append(SIMD(op.op, op.left, op.right, op.dest, read_address=addr[rd],
+                                write_address=addr[wr], read=op.read is not None,
+                                write=op.write is not None, accumulate=op.accumulate))
 
     def _emit_reduce(self, s: Reduce, view: PartitionView) -> None:
         lo, hi = view.ranges[s.out]
@@ -473,7 +488,10 @@ def zero_phases(o: np.ndarray, zero: np.ndarray, first: np.ndarray) -> list:
     """The order to emit one tile's terms in (``zero``: MatMuls with the zeroes flag, rolled
     up apart from the others): [(mask, zero flag)]. The others first, then the zero ones;
     but a zero term that overwrites a vector the others also write comes before them all."""
-    early = zero & (first == OVERWRITE) & np.isin(o, o[~zero])
+    cand = zero & (first == OVERWRITE)
+    if not cand.any() or cand.all():
+        return [(~zero, False), (zero, True)]
+    early = cand & np.isin(o, o[~zero])
     if not early.any():
         return [(~zero, False), (zero, True)]
     return [(early, True), (~zero, False), (zero & ~early, True)]

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .ir import Buffer
+from .ir import Buffer, unique_columns
 
 #: Values of :attr:`Linear.first`.
 ACCUMULATE, OVERWRITE, ANY = 0, 1, 2
@@ -147,8 +147,10 @@ class LinearBuilder:
         x = np.asarray(x, dtype=np.int64).ravel()
         if not o.size:
             return
-        care = np.ones(o.shape, dtype=bool) if care is None else \
-            np.broadcast_to(np.asarray(care, dtype=bool).ravel(), o.shape)
+        if care is None:
+            care = np.ones(o.shape, dtype=bool)
+        elif not (isinstance(care, np.ndarray) and care.dtype == bool and care.shape == o.shape):
+            care = np.broadcast_to(np.asarray(care, dtype=bool).ravel(), o.shape)
         t = self.tiles.add(tile)
         self._parts.append((t, len(self._parts), o, x, care))
 
@@ -174,13 +176,18 @@ class LinearBuilder:
         parts = sorted(self._parts, key=lambda p: (rank[p[0]], p[1]))
         o = np.concatenate([p[2] for p in parts])
         x = np.concatenate([p[3] for p in parts])
-        t = np.concatenate([np.full(len(p[2]), rank[p[0]], dtype=np.int64) for p in parts])
-        g = np.concatenate([np.full(len(p[2]), k, dtype=np.int64) for k, p in enumerate(parts)])
+        lens = np.array([len(p[2]) for p in parts], dtype=np.int64)
+        t = np.repeat(np.array([rank[p[0]] for p in parts], dtype=np.int64), lens)
+        g = np.repeat(np.arange(len(parts), dtype=np.int64), lens)
         care = np.concatenate([p[4] for p in parts])
-        order = np.lexsort((o, g))                      # groups are already tile-major
-        o, x, t, care = o[order], x[order], t[order], care[order]
+        # groups are already tile-major; inside a group, by output (usually already so)
+        if len(o) > 1 and not np.all((g[1:] != g[:-1]) | (o[1:] >= o[:-1])):
+            order = np.lexsort((o, g))
+            o, x, t, care = o[order], x[order], t[order], care[order]
+        else:
+            order = np.arange(len(o))
         values = [self.tiles.values[old] for old in sorted(rank, key=rank.get)]
-        _, first_idx = np.unique(o, return_index=True)
+        first_idx = _first_indices(o)
         first = np.full(len(o), ACCUMULATE, dtype=np.int64)
         if not accumulate:
             first[first_idx] = OVERWRITE
@@ -193,13 +200,13 @@ class LinearBuilder:
         rows = self.out.vectors
         scale = np.ones((rows, n)) if scale is None else scale
         offset = np.zeros((rows, n)) if offset is None else offset
-        spat, s_of = np.unique(scale, axis=0, return_inverse=True)
-        opat, o_of = np.unique(offset, axis=0, return_inverse=True)
+        spat, s_of = _unique_rows(scale)
+        opat, o_of = _unique_rows(offset)
         is_first = np.zeros(len(o), dtype=bool)
         is_first[first_idx] = not accumulate
-        key = np.stack([t, s_of.ravel()[o], np.where(is_first, o_of.ravel()[o], -1)], axis=1)
-        ukey, new_t = np.unique(key, axis=0, return_inverse=True)
-        new_t = new_t.ravel()
+        ukey, new_t = unique_columns([t, s_of[o], np.where(is_first, o_of[o], -1)],
+                                     return_inverse=True)
+        ukey = ukey.T
         # keep the group order (first terms stay first); inside a group, tile-major
         reorder = np.lexsort((o, new_t, g[order]))
         o, x, new_t, first = o[reorder], x[reorder], new_t[reorder], first[reorder]
@@ -212,6 +219,36 @@ class LinearBuilder:
             ids.append(tiles.add(tile))
         remap = np.array(ids, dtype=np.int64)
         return Linear(self.out, o, x, remap[new_t], first, tiles, self.macs, accumulate)
+
+
+def _first_indices(o: np.ndarray) -> np.ndarray:
+    """Index of the first occurrence of each value of ``o`` (in order of the values): the
+    ``return_index`` of ``np.unique(o)``, without a stable sort."""
+    if not len(o):
+        return np.zeros(0, dtype=np.int64)
+    lo = int(o.min())
+    pos = np.full(int(o.max()) - lo + 1, len(o), dtype=np.int64)
+    np.minimum.at(pos, o - lo, np.arange(len(o), dtype=np.int64))
+    return pos[pos < len(o)]
+
+
+def _unique_rows(a: np.ndarray):
+    """``np.unique(a, axis=0, return_inverse=True)`` (the inverse flat) for a 2-D array:
+    rows of equal bytes are merged first (a fast sort of raw bytes), then ``np.unique`` sorts
+    the distinct rows. When that merges rows of different bytes (0.0 and -0.0) or a row holds
+    NaN, ``np.unique`` of all the rows decides, so the result is always the same."""
+    a = np.ascontiguousarray(a)
+    if a.ndim != 2 or not a.size:
+        u, inv = np.unique(a, axis=0, return_inverse=True)
+        return u, inv.reshape(-1)
+    raw = a.view(np.dtype((np.void, a.dtype.itemsize * a.shape[1]))).reshape(-1)
+    _, first, inv_raw = np.unique(raw, return_index=True, return_inverse=True)
+    rows = a[first]
+    u, inv = np.unique(rows, axis=0, return_inverse=True)
+    if len(u) != len(rows) or (a.dtype.kind in "fc" and np.isnan(rows).any()):
+        u, inv = np.unique(a, axis=0, return_inverse=True)
+        return u, inv.reshape(-1)
+    return u, inv.reshape(-1)[inv_raw.reshape(-1)]
 
 
 @dataclass(eq=False)

@@ -26,8 +26,8 @@ from tcu_hw.isa import SimdOp as Op
 from . import ops  # noqa: F401 - registers the operators
 from .frontend import Graph, Node
 from .geometry import spatial, window_attrs
-from .ir import (Buffer, Frame, Space, Tensor, Zeros, ceil_div, flat_layout, frame_layout,
-                 io_order, next_pow2)
+from .ir import (Buffer, Frame, Space, Tensor, Zeros, ceil_div, distinct, flat_layout,
+                 frame_layout, io_order, next_pow2, unique_pairs)
 from .kernels import Layer, LinearBuilder, Load, Reduce, Simd, SimdStep, Zero
 from .registry import OPS
 
@@ -177,7 +177,7 @@ class Lowering:
     def buffers_of(self, t: Tensor) -> list[Buffer]:
         if not t.idx.size:
             return []
-        owners = np.unique(self.space.owner(np.unique(t.idx // self.n)))
+        owners = self.space.owners(t.idx // self.n)
         return [self.space.buffers[k] for k in owners]
 
     def alive(self, name: str) -> bool:
@@ -363,23 +363,25 @@ class Lowering:
         buf = self.buffers_of(dst)[0]
         same_lane = np.array_equal(s % n, d % n)
         dv, sv = d // n, s // n
-        pairs = np.unique(np.stack([dv, sv]), axis=1)
+        pairs = unique_pairs(dv, sv)
         if same_lane and len(np.unique(pairs[0])) == pairs.shape[1]:
             load = Load(buf, pairs[0] - buf.start, pairs[1])
             buf.dirty = buf.dirty or self.carries_more(src)
             return load
         return self.gather(buf, dst, [(src.idx, 1.0)])
 
-    def gather(self, buf: Buffer, dst: Tensor, sources, const=None) -> LinearBuilder:
+    def gather(self, buf: Buffer, dst: Tensor, sources, const=None,
+               into: LinearBuilder | None = None) -> LinearBuilder:
         """Weighted gather: ``dst[e] = Σ w_k · sources_k[e] (+ const[e])`` as MatMuls whose
         tiles map lanes of one source vector into lanes of one destination vector.
 
         ``sources``: [(virtual scalar index array (broadcast to dst), weight (broadcast))];
         an index < 0 contributes nothing. Destination vectors holding elements but no term
-        are cleared (their values are the constant or zero).
+        are cleared (their values are the constant or zero). ``into``: add the terms to this
+        builder (after its own: one gather per tap keeps each tap's MatMuls one run).
         """
         n = self.n
-        b = LinearBuilder(buf, n)
+        b = into if into is not None else LinearBuilder(buf, n)
         shape = dst.shape
         d = dst.idx.reshape(-1)
         dv, dl = np.divmod(d, n)
@@ -395,7 +397,7 @@ class Lowering:
             odv = odl = osv = osl = np.zeros(0, dtype=np.int64)
             ow = np.zeros(0)
         # one tile per distinct (lane map, weights) of a (destination, source) vector pair
-        pair_key, pair_idx = np.unique(np.stack([odv, osv]), axis=1, return_inverse=True)
+        pair_key, pair_idx = unique_pairs(odv, osv, return_inverse=True)
         pair_idx = pair_idx.ravel()
         npairs = pair_key.shape[1]
         mat = np.zeros((npairs, n, n))
@@ -424,6 +426,8 @@ class Lowering:
         written = set(np.unique(pair_key[0] - buf.start).tolist()) if npairs else set()
         if const is not None:
             written |= set(nz.tolist())
+        if into is not None:
+            written |= set(np.flatnonzero(b.covered()).tolist())
         missing = np.setdiff1d(np.unique(dv - buf.start), np.fromiter(written, dtype=np.int64,
                                                                         count=len(written)))
         b.clear = missing
@@ -498,7 +502,7 @@ class Lowering:
 
     def vectors_in(self, t: Tensor, buf: Buffer) -> np.ndarray:
         """Indices inside ``buf`` of the vectors holding ``t``'s elements."""
-        return np.unique(t.idx // self.n) - buf.start
+        return distinct(t.idx // self.n) - buf.start
 
     # ------------------------------------------------------------------------------- run
 

@@ -23,7 +23,7 @@ from tcu_hw import numeric
 from tcu_hw.errors import CompileError
 from tcu_hw.isa import lut_vectors
 
-from .ir import Buffer, Space
+from .ir import Buffer, Space, distinct
 from .kernels import Layer, Linear, Load, Simd
 
 STRATEGIES = ("local-isolated", "local-vars", "local-consts", "local-vars-and-consts")
@@ -106,7 +106,7 @@ class Planner:
             for x in sources_of(layer):
                 if not len(x):
                     continue
-                for k in np.unique(self.space.owner(np.unique(x))):
+                for k in self.space.owners(x):
                     b = self.space.buffers[k]
                     w, _ = out.get(id(b), (-1, -1))
                     out[id(b)] = (w, max(li, out.get(id(b), (w, w))[1]))
@@ -208,11 +208,13 @@ class Planner:
             lc.tile_base = at
             for s in layer.steps:
                 refs = []
-                if isinstance(s, Linear) and not s.data:    # data tiles are not constants
-                    extent = self._lane_extent(s)
-                    for t, tile in enumerate(s.tiles.values):
-                        nz = np.nonzero(np.any(tile[1:] != 0, axis=1))[0]
-                        rows = max(int(nz[-1]) + 1 if len(nz) else 0, int(extent[t]))
+                if isinstance(s, Linear) and not s.data and len(s.tiles):   # (data tiles
+                    extent = self._lane_extent(s)                           # are not consts)
+                    # per tile: 1 + its last non-zero weight row (0 when none)
+                    nz = np.any(s.tiles.array()[:, 1:] != 0, axis=2)
+                    last = np.where(nz.any(axis=1), n - np.argmax(nz[:, ::-1], axis=1), 0)
+                    for tile, r, e in zip(s.tiles.values, last.tolist(), extent.tolist()):
+                        rows = max(r, e)
                         refs.append(TileRef(at, rows))
                         vecs.append(tile[:rows + 1])
                         at += rows + 1
@@ -221,7 +223,7 @@ class Planner:
             for x in sources_of(layer):
                 if not len(x):
                     continue
-                for k in np.unique(self.space.owner(np.unique(x))):
+                for k in self.space.owners(x):
                     b = self.space.buffers[k]
                     if b.role == "const" and id(b) not in data_done:
                         data_done.add(id(b))
@@ -252,7 +254,7 @@ class Planner:
         x, t = s.x[xs], s.t[xs]
         owner = self.space.owner(x)
         lanes = np.full(len(x), n, dtype=np.int64)
-        for k in np.unique(owner):
+        for k in distinct(owner):
             b = self.space.buffers[k]
             if b.dirty or b.extent is None:
                 continue

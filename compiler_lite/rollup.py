@@ -24,14 +24,16 @@ def _pow2_code(d: np.ndarray, limit: int) -> np.ndarray:
     return code
 
 
-def runs(a0, a1, *, s0: int, s1: int, max_count: int, flags=None, a0_free: bool = False
-         ) -> list[tuple[int, int, int, int, int]]:
+def runs(a0, a1, *, s0: int, s1: int, max_count: int, flags=None, a0_free: bool = False,
+         cut=None) -> list[tuple[int, int, int, int, int]]:
     """Split operations ``(a0[i], a1[i])`` into runs.
 
     ``s0``/``s1``: number of stride codes for each operand; ``max_count``: most vectors in
     one instruction; ``flags`` (optional ints): operations with different definite flags
     never share a run (``ANY`` joins either); ``a0_free``: operand 0 is ignored (MatMul with
-    the zeroes flag). Returns ``(start, count, code0, code1, flag)`` per run.
+    the zeroes flag); ``cut`` (optional, per pair of neighbours i, i+1): no run joins them
+    (the runs of operations cut into pieces are those of each piece). Returns ``(start,
+    count, code0, code1, flag)`` per run.
     """
     a1 = np.asarray(a1, dtype=np.int64)
     m = len(a1)
@@ -45,6 +47,8 @@ def runs(a0, a1, *, s0: int, s1: int, max_count: int, flags=None, a0_free: bool 
     c1 = _pow2_code(np.diff(a1), s1)
     c0 = np.zeros(m - 1, dtype=np.int64) if a0_free else _pow2_code(np.diff(a0), s0)
     good = (c0 >= 0) & (c1 >= 0)
+    if cut is not None:
+        good &= ~np.asarray(cut, dtype=bool)
     key = np.where(good, c0 * 4096 + c1, -1)
     # seg_end[i]: last index j ≥ i of the constant stretch of key starting at or after i
     bounds = np.concatenate([np.nonzero(np.diff(key) != 0)[0], [m - 2]])
@@ -58,27 +62,75 @@ def runs(a0, a1, *, s0: int, s1: int, max_count: int, flags=None, a0_free: bool 
         table = np.full(m + 1, m, dtype=np.int64)
         table[pos] = pos
         nxt[int(v)] = np.minimum.accumulate(table[::-1])[::-1]
+    # plain lists: the loop below takes one element at a time
+    key, seg_end, f, c0, c1 = (a.tolist() for a in (key, seg_end, f, c0, c1))
+    nxt = {v: t.tolist() for v, t in nxt.items()}
     i = 0
     while i < m:
         if i == m - 1 or key[i] < 0:
-            out.append((i, 1, 0, 0, int(f[i])))
+            out.append((i, 1, 0, 0, f[i]))
             i += 1
             continue
         last = seg_end[i] + 1                   # run may cover i .. last
         last = min(last, i + max_count - 1)
-        flag = int(f[i])
+        flag = f[i]
         if flag == ANY:
-            firsts = [(int(t[i]), v) for v, t in nxt.items() if t[i] <= last]
+            firsts = [(t[i], v) for v, t in nxt.items() if t[i] <= last]
             if firsts:
                 pos, flag = min(firsts)
         if flag != ANY:
             for v, t in nxt.items():
                 if v != flag and t[i] <= last:
-                    last = min(last, int(t[i]) - 1)
+                    last = min(last, t[i] - 1)
         count = last - i + 1
         if count == 1:
-            out.append((int(i), 1, 0, 0, flag))
+            out.append((i, 1, 0, 0, flag))
         else:
-            out.append((int(i), int(count), int(c0[i]), int(c1[i]), flag))
+            out.append((i, count, c0[i], c1[i], flag))
         i = last + 1
     return out
+
+
+def whole_runs(a0, a1, free, flags, starts, *, s0: int, s1: int, max_count: int):
+    """:func:`runs` of many segments at once, for the segments it answers with one run.
+
+    The operations ``(a0[i], a1[i])`` are cut into segments from ``starts`` (increasing, the
+    first 0) to the next start or the end; ``free[i]``: operand 0 of operation i is ignored
+    (``a0_free``). Returns per segment ``(code0, code1, flag)`` when :func:`runs` of its
+    operations (all free or none) is one run over the whole segment (a single operation:
+    codes 0), else None (the segment needs :func:`runs`).
+    """
+    a0 = np.asarray(a0, dtype=np.int64)
+    a1 = np.asarray(a1, dtype=np.int64)
+    f = np.asarray(flags, dtype=np.int64)
+    free = np.asarray(free, dtype=bool)
+    m = len(a1)
+    starts = np.asarray(starts, dtype=np.int64)
+    size = np.diff(np.append(starts, m))
+    nfree = np.add.reduceat(free.astype(np.int64), starts)
+    all_free = nfree == size
+    big = np.iinfo(np.int64).max
+    fmin = np.minimum.reduceat(np.where(f == ANY, big, f), starts)
+    fmax = np.maximum.reduceat(np.where(f == ANY, -big, f), starts)
+    ok = ((fmin == big) | (fmin == fmax)) & (size <= max_count) & (all_free | (nfree == 0))
+    flag = np.where(fmin == big, ANY, fmin)
+    code0 = np.zeros(len(starts), dtype=np.int64)
+    code1 = np.zeros(len(starts), dtype=np.int64)
+    multi = np.nonzero(size > 1)[0]
+    if len(multi):
+        d0, d1 = np.diff(a0), np.diff(a1)
+        c0, c1 = _pow2_code(d0, s0), _pow2_code(d1, s1)
+        # changes[i]: how often the difference changes before difference i
+        ch0 = np.concatenate([[0], np.cumsum(d0[1:] != d0[:-1])])
+        ch1 = np.concatenate([[0], np.cumsum(d1[1:] != d1[:-1])])
+        js = starts[multi]                      # first difference of the segment
+        je = js + size[multi] - 2               # its last difference
+        fr = all_free[multi]
+        good = (ch1[je] == ch1[js]) & (c1[js] >= 0) & \
+            (fr | ((ch0[je] == ch0[js]) & (c0[js] >= 0)))
+        ok[multi] &= good
+        code0[multi] = np.where(fr, 0, c0[js])
+        code1[multi] = c1[js]
+    return [(c0_, c1_, fl) if k else None
+            for k, c0_, c1_, fl in zip(ok.tolist(), code0.tolist(), code1.tolist(),
+                                       flag.tolist())]

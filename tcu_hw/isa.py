@@ -21,9 +21,12 @@ from __future__ import annotations
 import dataclasses
 import enum
 import functools
+import operator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, Iterable, Sequence, Union
+
+import numpy as np
 
 from .errors import ArtifactError, EncodingError
 
@@ -485,10 +488,25 @@ class Layout:
         instr._check_header()
         word = (_check(instr, instr._opcode_name, instr.opcode, 4) << f.opcode.shift) | \
             (_check(instr, instr._flags_name, instr.flags, 4) << f.flags.shift)
-        for field_name, attr in instr.FIELDS:
-            field = getattr(f, field_name)
-            word |= _check(instr, attr, getattr(instr, attr), field.width) << field.shift
+        slots = self._encoders.get(type(instr))
+        if slots is None:
+            slots = [(attr, getattr(f, name).shift, getattr(f, name).width,
+                      1 << getattr(f, name).width) for name, attr in instr.FIELDS]
+        for attr, shift, width, limit in slots:
+            value = getattr(instr, attr)
+            if type(value) is not int or not 0 <= value < limit:
+                value = _check(instr, attr, value, width)       # raises, or an int subclass
+            word |= value << shift
         return word
+
+    @functools.cached_property
+    def _encoders(self) -> dict:
+        """class → [(attribute, shift, width, 2^width)] of its fields: :meth:`encode_word`
+        without lookups."""
+        f = self.fields
+        return {cls: [(attr, getattr(f, name).shift, getattr(f, name).width,
+                       1 << getattr(f, name).width) for name, attr in cls.FIELDS]
+                for cls in _BY_OPCODE.values()}
 
     def encode(self, instr: "Instruction") -> bytes:
         """The instruction's bytes in `.tprog` order (least significant byte first)."""
@@ -519,7 +537,60 @@ class Layout:
         return self.decode_word(int.from_bytes(data, "little"))
 
     def encode_program(self, instrs: Iterable["Instruction"]) -> bytes:
-        return b"".join(self.encode(i) for i in instrs)
+        instrs = list(instrs)
+        data = self._encode_columns(instrs)
+        return data if data is not None else b"".join(self.encode(i) for i in instrs)
+
+    def _encode_columns(self, instrs: list) -> bytes | None:
+        """:meth:`encode_program` a field at a time over all instructions of a class (numpy,
+        words of up to 128 bits as two 64-bit halves); None unless every value is an integer
+        in range and every word fits the instruction size (then instruction by instruction
+        encoding raises the error of the first bad instruction)."""
+        ib = self.instruction_bytes
+        if not instrs or ib > 16:
+            return None
+        f = self.fields
+        classes: dict[type, list[int]] = {}
+        for k, instr in enumerate(instrs):
+            classes.setdefault(type(instr), []).append(k)
+        lo = np.zeros(len(instrs), dtype=np.uint64)
+        hi = np.zeros(len(instrs), dtype=np.uint64)
+        for cls, idx in classes.items():
+            slots = self._encoders.get(cls)
+            if slots is None or cls._check_header is not Instruction._check_header:
+                return None
+            group = [instrs[k] for k in idx]
+            lo_g = np.zeros(len(group), dtype=np.uint64)
+            hi_g = np.zeros(len(group), dtype=np.uint64)
+            for attr, shift, width, _ in [("opcode", f.opcode.shift, 4, 0),
+                                          ("flags", f.flags.shift, 4, 0), *slots]:
+                values = list(map(operator.attrgetter(attr), group))
+                if shift + width > 128 or not all(issubclass(t, int) and t is not bool
+                                                  for t in set(map(type, values))):
+                    return None
+                try:
+                    v = np.fromiter(values, dtype=np.int64, count=len(values))
+                except OverflowError:
+                    return None
+                if v.min() < 0 or v.max() >= 1 << width:
+                    return None
+                v = v.astype(np.uint64)
+                if shift >= 64:
+                    hi_g |= v << np.uint64(shift - 64)
+                else:
+                    lo_g |= v << np.uint64(shift)
+                    if shift + width > 64:
+                        hi_g |= v >> np.uint64(64 - shift)
+            lo[idx] = lo_g
+            hi[idx] = hi_g
+        bits = 8 * ib                                   # every word must fit the bytes
+        over = hi if bits <= 64 else hi >> np.uint64(bits - 64) if bits < 128 else None
+        if (over is not None and over.any()) or (bits < 64 and (lo >> np.uint64(bits)).any()):
+            return None
+        out = np.empty((len(instrs), 16), dtype=np.uint8)
+        out[:, :8] = lo.astype("<u8").view(np.uint8).reshape(-1, 8)
+        out[:, 8:] = hi.astype("<u8").view(np.uint8).reshape(-1, 8)
+        return out[:, :ib].tobytes()
 
     def decode_program(self, data: bytes, source: str = "program") -> list["Instruction"]:
         """Decode a whole `.tprog` image; its length must be a multiple of the instruction size."""
@@ -550,6 +621,12 @@ _MM_ACCUMULATE, _MM_ZEROES = int(MatMulFlag.ACCUMULATE), int(MatMulFlag.ZEROES)
 _LW_ZEROES = int(LoadWeightsFlag.ZEROES)
 _SIMD_READ, _SIMD_WRITE, _SIMD_ACCUMULATE = (int(SimdFlag.READ), int(SimdFlag.WRITE),
                                              int(SimdFlag.ACCUMULATE))
+# the flags of every combination of the boolean attributes (enum arithmetic is slow)
+_MM_FLAGS = {(a, z): (MatMulFlag.ACCUMULATE if a else 0) | (MatMulFlag.ZEROES if z else 0)
+             for a in (False, True) for z in (False, True)}
+_SIMD_FLAGS = {(r, w, a): (SimdFlag.READ if r else 0) | (SimdFlag.WRITE if w else 0) |
+               (SimdFlag.ACCUMULATE if a else 0)
+               for r in (False, True) for w in (False, True) for a in (False, True)}
 
 
 def _check(instr, name: str, value, bits: int) -> int:
@@ -623,8 +700,7 @@ class MatMul(Instruction):
 
     @property
     def flags(self) -> int:
-        return (MatMulFlag.ACCUMULATE if self.accumulate else 0) | \
-               (MatMulFlag.ZEROES if self.zeroes else 0)
+        return _MM_FLAGS[not not self.accumulate, not not self.zeroes]
 
     @classmethod
     def _from_fields(cls, flags, values):
@@ -714,8 +790,7 @@ class SIMD(Instruction):
 
     @property
     def flags(self) -> int:
-        return (SimdFlag.READ if self.read else 0) | (SimdFlag.WRITE if self.write else 0) | \
-               (SimdFlag.ACCUMULATE if self.accumulate else 0)
+        return _SIMD_FLAGS[not not self.read, not not self.write, not not self.accumulate]
 
     @property
     def known_op(self) -> SimdOp | None:

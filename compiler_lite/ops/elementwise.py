@@ -20,7 +20,7 @@ import numpy as np
 
 from tcu_hw.isa import SimdOp as Op
 
-from ..ir import Tensor
+from ..ir import Tensor, unique_pairs
 from ..kernels import Load, Simd, SimdStep, Zero
 from ..registry import consts_of, op
 from .lut import function_node, lut_pass
@@ -127,7 +127,7 @@ def _congruent(ctx: Lowering, a: Tensor, b: Tensor):
     ai, bi = a.idx.reshape(-1), np.broadcast_to(b.idx, a.shape).reshape(-1)
     if not np.array_equal(ai % n, bi % n):
         return None
-    pairs = np.unique(np.stack([ai // n, bi // n]), axis=1)
+    pairs = unique_pairs(ai // n, bi // n)
     if len(np.unique(pairs[0])) != pairs.shape[1]:
         return None
     return pairs

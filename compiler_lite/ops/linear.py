@@ -89,7 +89,25 @@ def spatial_linear(ctx: Lowering, x: Tensor, out_name: str, out_shape, wfull: np
     cb_bias = (KH // 2, KW // 2)
     slot_lanes = [gr.lanes_of(s) for s in range(gr.slots)]
 
+    # every tile [kh, kw, slot, output block]: row 1 + j holds the weights of input lane j;
+    # and which of them have any weight
+    co_pad = nblk * n
+    nz = np.zeros((KH, KW, gr.slots, nblk), dtype=bool)
+    # all tiles at once, unless that array would be large (wide depthwise windows)
+    eager = KH * KW * gr.slots * nblk * (n + 1) * n <= 1 << 20
+    tiles = np.zeros((KH, KW, gr.slots, nblk, n + 1, n)) if eager else None
+    for s in range(gr.slots):
+        ks, js = slot_lanes[s]
+        block = np.zeros((KH, KW, co_pad, len(ks)))
+        block[:, :, :Co] = wfull[:, :, :, ks]
+        nz[:, :, s] = block.reshape(KH, KW, nblk, -1).any(axis=3)
+        if eager:
+            tiles[:, :, s][:, :, :, 1 + js, :] = block.reshape(
+                KH, KW, nblk, n, len(ks)).transpose(0, 1, 2, 4, 3)
+
     def tile_of(kh, kw, s, cob):
+        if eager:
+            return tiles[kh, kw, s, cob].copy()
         ks, js = slot_lanes[s]
         kc = min(n, Co - cob * n)
         t = np.zeros((n + 1, n))
@@ -103,15 +121,12 @@ def spatial_linear(ctx: Lowering, x: Tensor, out_name: str, out_shape, wfull: np
         for cob in range(nblk):
             mags = [np.abs(tile_of(*cb_bias, s, cob)).sum() for s in range(gr.slots)]
             bias_slot[cob] = int(np.argmax(mags))
-
-    # which (tap, slot, output block) tiles have any weight
-    co_pad = nblk * n
-    nz = np.zeros((KH, KW, gr.slots, nblk), dtype=bool)
-    for s in range(gr.slots):
-        ks, _ = slot_lanes[s]
-        block = np.zeros((KH, KW, co_pad, len(ks)))
-        block[:, :, :Co] = wfull[:, :, :, ks]
-        nz[:, :, s] = block.reshape(KH, KW, nblk, -1).any(axis=3)
+    # per tap and slot: the output blocks with a tile (weights, or the bias)
+    has = nz.copy()
+    for cob, s in bias_slot.items():
+        has[cb_bias[0], cb_bias[1], s, cob] = True
+    blocks = [[[np.flatnonzero(has[kh, kw, s]).tolist() for s in range(gr.slots)]
+               for kw in range(KW)] for kh in range(KH)]
     for kh in range(KH):
         for kw in range(KW):
             i0 = rr * sh + kh * dh - pt
@@ -125,6 +140,8 @@ def spatial_linear(ctx: Lowering, x: Tensor, out_name: str, out_shape, wfull: np
                                                  np.clip(i1, 0, S1 - 1)], -1)
             by_tile: dict[bytes, list] = {}
             for s in range(gr.slots):
+                if not blocks[kh][kw][s]:
+                    continue
                 xv = base + gr.off[s]
                 valid = inside.copy()
                 if affine is not None:
@@ -134,23 +151,22 @@ def spatial_linear(ctx: Lowering, x: Tensor, out_name: str, out_shape, wfull: np
                         known[out_side] = ctx.zeros.known(xv[out_side])
                         in_range = (xv >= lo_vec) & (xv <= hi_vec)
                         valid |= known | (out_side & ~care & in_range)
-                for cob in range(nblk):
+                o_valid, x_valid, care_valid = o_pix[valid], xv[valid], care[valid]
+                o_lack = None
+                for cob in blocks[kh][kw][s]:
                     is_bias = has_bias and (kh, kw) == cb_bias and bias_slot[cob] == s
-                    if not is_bias and not nz[kh, kw, s, cob]:
-                        continue
                     tile = tile_of(kh, kw, s, cob)
                     if is_bias:
                         kc = min(n, Co - cob * n)
                         tile[0, :kc] = bias[cob * n:cob * n + kc]
-                        lack = care & ~valid
-                        if lack.any():
-                            b.add(o_pix[lack] + cob, np.full(int(lack.sum()), -1), tile)
-                    elif not tile.any():
-                        continue
+                        if o_lack is None:
+                            o_lack = o_pix[care & ~valid]
+                        if len(o_lack):
+                            b.add(o_lack + cob, np.full(len(o_lack), -1), tile)
                     entry = by_tile.setdefault(tile.tobytes(), [tile, [], [], []])
-                    entry[1].append(o_pix[valid] + cob)
-                    entry[2].append(xv[valid])
-                    entry[3].append(care[valid])
+                    entry[1].append(o_valid + cob)
+                    entry[2].append(x_valid)
+                    entry[3].append(care_valid)
             for tile, os, xs, cs in by_tile.values():
                 b.add(np.concatenate(os), np.concatenate(xs), tile, np.concatenate(cs))
     # logical outputs with no term at all (e.g. every tap in padding, no bias) are zero
@@ -243,17 +259,36 @@ def average(ctx: Lowering, node, x: Tensor, out_name: str, kernel, strides, pads
                                               else (1, 1, Wo))
     dt = ctx.arch.dtype
     K = KH * KW
+    x4 = x.idx.reshape(N, C, S0, S1)
+    whole = Ho * Wo == 1 and (KH, KW) == (S0, S1) and not any(pads)
+
+    def window_sum(name, taps, weight, req):
+        """``name`` = Σ over ``taps`` of ``weight``·x: a depthwise convolution, or for one
+        window over the whole input, a weighted gather of the taps' vectors."""
+        if not whole:
+            spatial_linear(ctx, x, name, out_shape, _depthwise(KH, KW, C, taps, weight),
+                           None, strides, (1, 1), pads, 0, req_name=req)
+            return
+        buf, y = ctx.new_activation(name, out_shape, zero=ctx.needs_zero(req))
+        builder = None
+        for tap in taps:                        # one gather per tap: one run each
+            a, b = divmod(int(tap), KW)
+            builder = ctx.gather(buf, y, [(x4[:, :, a, b].reshape(y.shape), weight)],
+                                 into=builder)
+        ctx.begin(buf, builder)
+        ctx.set(name, y, internal=True)
+
     wide = None
     if not dt.is_float and K > 1:
         # a full-range estimate: taps pre-scaled by 2^-k (each rounded), so no sum saturates
         k = min(int(np.ceil(np.log2(K))), dt.binary_point)
         name = f"{out_name}:wide"
-        spatial_linear(ctx, x, name, out_shape, _depthwise(KH, KW, C, np.arange(K), 2.0 ** -k),
-                       None, strides, (1, 1), pads, 0, req_name=name)
+        window_sum(name, np.arange(K), 2.0 ** -k, name)
         layer, t = ctx.in_acc(name)
         divide_in_place(ctx, layer, t, div / 2.0 ** k, name)
         wide = ctx.tensor(name)
-        # worst errors (raw): the estimate 2^(k-1) + 1.25, the exact path 1.5
+        # the exact result is kept when it agrees with the estimate within their worst
+        # errors (raw): the estimate's 2^(k-1) + 1.25, the exact path's 1.5
         tol = np.ceil(2.0 ** (k - 1) + 1.25 + 1.5) / 2.0 ** dt.binary_point
     j = group_bits(K, dt)
     tmp = out_name + ":sum"
@@ -264,10 +299,8 @@ def average(ctx: Lowering, node, x: Tensor, out_name: str, kernel, strides, pads
         groups_of_taps = [taps[k:k + (1 << j)] for k in range(0, len(taps), 1 << j)]
     sums = []
     for k, group in enumerate(groups_of_taps):
-        wfull = _depthwise(KH, KW, C, group, 1.0)
         name = tmp if j == 0 else f"{out_name}:group{k}"
-        spatial_linear(ctx, x, name, out_shape, wfull, None, strides, (1, 1), pads, 0,
-                       req_name=out_name if j == 0 else name)
+        window_sum(name, group, 1.0, out_name if j == 0 else name)
         sums.append(ctx.tensor(name))
     if j:
         buf, y = ctx.new_activation(tmp, out_shape, zero=ctx.needs_zero(out_name))

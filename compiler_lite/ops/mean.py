@@ -27,7 +27,12 @@ the reciprocal's representation error (1/49 in FP16BP8 is 5/256: 4.3% low). Inst
 divides that by 2^m before one final rounding. The groups add at most ½ raw each to ``T``,
 ``⌈d/g⌉·g/(2d) ≤ 0.63`` raw in the mean. With ``m ≥ 2`` the mean is within 1.44 raw of the
 exact quotient, so within one LSB of the exactly rounded mean (exactly rounded when ``d`` is
-a power of two up to 8). Every step is one SIMD instruction per vector and needs one register.
+a power of two up to 4). Every step is one SIMD instruction per vector and needs one register.
+
+Means beyond the groups' range make their sums saturate. Every average therefore also
+computes a full-range estimate (taps scaled by ``2^-k``, ``2^k ≥ d``: each tap rounded, the
+sum unbiased, within ``2^(k-1) + 1.25`` raw) and keeps the exact result only where the two
+agree within their worst errors (:func:`within`); elsewhere the estimate is the mean.
 """
 
 from __future__ import annotations
@@ -132,10 +137,12 @@ def divide_in_place(ctx: Lowering, layer, t: Tensor, counts, name: str) -> None:
 
 
 def within(ctx: Lowering, layer, t: Tensor, wide: Tensor, tol, name: str) -> None:
-    """``t ← wide + clamp(t − wide, −tol, tol)`` in place: ``t`` (precise, but its sums may
-    saturate) is kept wherever it is within ``tol`` of ``wide`` (a full-range estimate), else
-    the result stays within ``tol`` of ``wide``. ``wide`` must be stored like ``t`` (same
-    lanes, one vector per vector)."""
+    """``t ← t if |t − wide| ≤ tol else wide`` in place: ``t`` (precise, but its sums may
+    saturate) is kept wherever it agrees with ``wide`` (a full-range estimate) within
+    ``tol``, the largest disagreement of two correct results; elsewhere ``t`` saturated and
+    ``wide`` is the result. As SIMD passes: ``D = t − wide``, ``f = (tol ≥ |D|)`` (one or
+    zero), ``t = wide + D·f``. ``wide`` must be stored like ``t`` (same lanes, one vector
+    per vector)."""
     n = ctx.n
     buf = layer.out
     ai, bi = t.idx.reshape(-1), wide.idx.reshape(-1)
@@ -145,12 +152,18 @@ def within(ctx: Lowering, layer, t: Tensor, wide: Tensor, tol, name: str) -> Non
     passes = LanePasses(ctx, layer, t, f"mean:{name}")
     order = np.searchsorted(pairs[0], passes.vecs)
     aux, tmp = passes.temporary(ctx, "wide")
+    _, flags = passes.temporary(ctx, "agree")
     layer.steps.append(Load(tmp, aux, pairs[1][order]))
-    layer.steps.append(Simd(buf, passes.rows, [], [
+    layer.steps.append(Simd(buf, passes.rows, [], [          # D = t − wide
         SimdStep(Op.MOVE, 0, 0, 1, read="aux", write=None),
         SimdStep(Op.SUBTRACT, 0, 1, 0, read="self", write="self")], aux, tmp))
-    tol = passes.table(tol, fill=0.0)
-    passes.run(-tol, [SimdStep(Op.MAX, 0, 1, 0)], tag="lo")
-    passes.run(tol, [SimdStep(Op.MIN, 0, 1, 0)], tag="hi")
-    layer.steps.append(Simd(buf, passes.rows, [], [
+    layer.steps.append(Simd(buf, passes.rows, [], [          # |D|
+        SimdStep(Op.ABS, 0, 0, 0, read="self", write="aux")], aux, flags))
+    passes.run(passes.table(tol, fill=0.0),                  # f = tol ≥ |D|
+               [SimdStep(Op.GREATER_THAN_EQUAL, 1, 0, 0, read="aux", write="aux")],
+               aux, flags, "agree")
+    layer.steps.append(Simd(buf, passes.rows, [], [          # D·f
+        SimdStep(Op.MOVE, 0, 0, 1, read="aux", write=None),
+        SimdStep(Op.MULTIPLY, 0, 1, 0, read="self", write="self")], aux, flags))
+    layer.steps.append(Simd(buf, passes.rows, [], [          # + wide
         SimdStep(Op.MOVE, 0, 0, 0, read="aux", write="self", accumulate=True)], aux, tmp))

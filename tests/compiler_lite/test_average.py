@@ -12,6 +12,7 @@ from compiler_lite.ops.mean import group_bits, reciprocal_parts
 from tcu_hw import numeric
 from tcu_hw.arch import preset
 
+from ..conftest import requires_gcc
 from .helpers import compile_and_run, make_model, ort_run
 
 DIVISORS = range(2, 65)
@@ -151,3 +152,39 @@ def test_reciprocal_parts_error_bound(bp):
     assert err.max() <= 0.5
     with pytest.raises(ValueError, match="positive"):
         reciprocal_parts([0.0], bp)
+
+
+@requires_gcc
+def test_exact_average_bit_exact_on_the_core():
+    """7×7 global average (groups, split reciprocal and the full-range fallback, with some
+    means large enough to saturate the exact path) and a padded 3×3 average pool."""
+    from .test_hardware import check
+    rng = np.random.default_rng(2)
+    x = (rng.uniform(0, 1, (1, 12, 7, 7)) * np.linspace(0.5, 40, 12)[None, :, None, None])
+    model = make_model([helper.make_node("GlobalAveragePool", ["x"], ["g"]),
+                        helper.make_node("AveragePool", ["x"], ["a"], kernel_shape=[3, 3],
+                                         pads=[1, 1, 1, 1])], {"x": x.shape}, ["g", "a"])
+    feeds = {"x": x.astype(np.float32)}
+    c, run = compile_and_run(model, "pynqz1", feeds)
+    assert run.stats.total_saturations > 0          # the fallback is exercised
+    check(c, feeds)
+
+
+def test_large_means_use_the_full_range_estimate():
+    """Means far above what the exact group sums hold (up to 100 over 7×7 in FP16BP8) come
+    from the full-range estimate: within its bound (2^(k-1) + 1.25 raw, k = ⌈log2 49⌉)."""
+    dt = numeric.FP16BP8
+    rng = np.random.default_rng(9)
+    x, raw = quantized(rng, (1, 16, 7, 7), dt, 2.0)
+    x = x + np.linspace(0, 100, 16, dtype=np.float32)[None, :, None, None]
+    raw = np.round(x.astype(np.float64) * 256)
+    model = make_model([helper.make_node("GlobalAveragePool", ["x"], ["y"])],
+                       {"x": x.shape}, ["y"])
+    _, run = compile_and_run(model, "pynqz1", {"x": x})
+    got = run.outputs["y"].reshape(-1) * 256
+    exact = raw.sum(axis=(2, 3)).reshape(-1) / 49
+    assert np.abs(got - exact).max() <= 2 ** 5 + 1.25
+    small = exact < 16 * 256                       # the exact path holds these
+    assert np.abs(got[small] - np.round(exact[small])).max() <= 1
+    # the estimate's roundings are unbiased: a few LSB, not its worst case
+    assert np.abs(got[~small] - exact[~small]).mean() < 4

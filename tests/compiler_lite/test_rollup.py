@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from compiler_lite.rollup import ANY, runs
+from compiler_lite.rollup import ANY, runs, whole_runs
 
 
 def test_examples():
@@ -40,3 +40,30 @@ def test_runs_cover_every_operation_exactly(ops, s0, s1, max_count):
         assert len(definite) <= 1 and (not definite or flag in definite)
         at += count
     assert at == len(ops)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 40), st.integers(0, 40), st.sampled_from([0, 1, 2]),
+                          st.booleans()), min_size=1, max_size=40),
+       st.lists(st.integers(1, 39), max_size=6), st.integers(1, 3), st.integers(1, 3),
+       st.integers(1, 12))
+def test_whole_runs_agree_with_runs(ops, cuts, s0, s1, max_count):
+    """Per segment, :func:`whole_runs` answers exactly when :func:`runs` of the segment (with
+    its free operations, all or none) is one run, and with that run's codes and flag."""
+    a0, a1, fl, free = (np.array(v) for v in zip(*ops))
+    # strided stretches are the interesting case: make some
+    a1 = np.where(np.arange(len(a1)) % 3 == 0, a1, np.arange(len(a1)) * 2)
+    starts = np.array(sorted({0, *[c for c in cuts if c < len(ops)]}))
+    got = whole_runs(a0, a1, free, fl, starts, s0=s0, s1=s1, max_count=max_count)
+    ends = np.append(starts[1:], len(ops))
+    for (lo, hi), answer in zip(zip(starts, ends), got):
+        fr = free[lo:hi]
+        if fr.any() and not fr.all():
+            assert answer is None
+            continue
+        ref = runs(a0[lo:hi], a1[lo:hi], s0=s0, s1=s1, max_count=max_count, flags=fl[lo:hi],
+                   a0_free=bool(fr.all()))
+        if len(ref) == 1:
+            assert answer == ref[0][2:], (ref, answer)
+        else:
+            assert answer is None

@@ -180,6 +180,22 @@ def test_program_round_trip(layout, data):
     assert layout.decode_program(blob) == program
 
 
+@settings(max_examples=150, deadline=None)
+@given(st.lists(layout_and_instruction(), min_size=1, max_size=12), st.data())
+def test_program_encoding_by_columns_equals_one_by_one(cases, data):
+    """``encode_program`` (a field at a time over the whole program) gives the bytes of
+    encoding instruction by instruction, and the same error for a value that does not fit."""
+    layout = cases[0][0]
+    program = [i for lay, i in cases if lay is layout] or [cases[0][1]]
+    assert layout.encode_program(program) == b"".join(layout.encode(i) for i in program)
+    bad = data.draw(st.sampled_from([MatMul(size=1 << 40), SIMD(SimdOp.MOVE, dest=99)]))
+    with pytest.raises(EncodingError) as one:
+        layout.encode(bad)
+    with pytest.raises(EncodingError) as whole:
+        layout.encode_program([*program, bad])
+    assert str(whole.value) == str(one.value)
+
+
 def test_fields_that_do_not_fit_are_refused():
     layout = preset("pynqz1").layout          # local 13 bits in a 13-bit field, size 13 bits
     with pytest.raises(EncodingError, match=r"MatMul.size = 8192 does not fit its 13-bit field"):
