@@ -83,9 +83,14 @@ def run(args, out=None) -> int:
                   f"{c.arch.data_type}", file=sys.stderr)
         sat = {k: v.count for k, v in run_.stats.sat.items() if v.count}
         if sat:
+            means = any(n.op in ("AveragePool", "GlobalAveragePool", "ReduceMean",
+                                 "LayerNormalization") for n in c.graph.nodes)
+            why = ("the model's values exceed the data type's range, or an average's exact "
+                   "sums saturated (it then uses its full-range estimate, so those are "
+                   "harmless)") if means else "the model's values exceed the data type's range"
             print(f"warning: the golden run saturated {sum(sat.values()):,} result(s) in "
                   f"{c.arch.data_type} (" + ", ".join(f"{k}: {v:,}" for k, v in sat.items())
-                  + "); the model's values exceed the data type's range", file=sys.stderr)
+                  + f"); {why}", file=sys.stderr)
     from .compile import write_all
     paths = write_all(Path(args.target), files)
     if args.summary:

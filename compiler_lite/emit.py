@@ -350,6 +350,7 @@ class Emitter:
         # segments whose MatMuls are one run (most of them) need no call of runs()
         whole = whole_runs(la, aa, ~real, first, seg_starts, s0=self.s0, s1=self.s1,
                            max_count=self.max_count)
+        batched = self._batched_runs(whole, seg_starts, seg_ends, o, real, first, la, aa)
         for j_seg, (s0_, e0_) in enumerate(zip(seg_starts.tolist(), seg_ends.tolist())):
             tid = int(t[s0_])
             if s.data:                          # a tile written by an earlier layer
@@ -380,6 +381,13 @@ class Emitter:
                                        e0_ - s0_ - 1, acc_flag, zero_flag))
                 job.stats.matmul_vectors += e0_ - s0_
                 continue
+            if j_seg in batched:
+                for j, cnt, c0, c1, flag, zero_flag in batched[j_seg]:
+                    acc_flag = flag == ACCUMULATE or (flag == ANY and s.accumulate)
+                    self.out.append(MatMul(int(la[j]) if not zero_flag else 0, c0,
+                                           int(aa[j]), c1, cnt - 1, acc_flag, zero_flag))
+                    job.stats.matmul_vectors += cnt
+                continue
             seg = slice(s0_, e0_)
             zs = ~real[seg]
             fl = first[seg]
@@ -395,6 +403,37 @@ class Emitter:
                     self.out.append(MatMul(int(la[seg][j]) if not zero_flag else 0, c0,
                                            int(aa[seg][j]), c1, cnt - 1, acc_flag, zero_flag))
                     job.stats.matmul_vectors += cnt
+
+    def _batched_runs(self, whole, seg_starts, seg_ends, o, real, first, la, aa) -> dict:
+        """The runs of the segments :func:`whole_runs` did not answer and whose terms go in
+        the usual order (real MatMuls, then zero ones): one :func:`runs` call per kind for
+        all of them, cut at segment bounds. {segment: [(op, count, code0, code1, flag, zero
+        flag)]}; segments that need another order (:func:`zero_phases`) are left out."""
+        zero = ~real
+        seg_of = np.repeat(np.arange(len(seg_starts)), seg_ends - seg_starts)
+        usual = np.array([w is None for w in whole])
+        # only a segment with a zero term that overwrites may need another order
+        cand = np.add.reduceat((zero & (first == OVERWRITE)).astype(np.int64), seg_starts) > 0
+        for j_seg in np.nonzero(usual & cand)[0].tolist():
+            seg = slice(seg_starts[j_seg], seg_ends[j_seg])
+            usual[j_seg] = len(zero_phases(o[seg], zero[seg], first[seg])) == 2
+        out: dict = {}
+        if not usual.any():
+            return out
+        for zero_flag in (False, True):
+            idx = np.nonzero(usual[seg_of] & (zero == zero_flag))[0]
+            if not len(idx):
+                continue
+            sg = seg_of[idx]
+            for i, cnt, c0, c1, flag in runs(la[idx], aa[idx], s0=self.s0, s1=self.s1,
+                                             max_count=self.max_count, flags=first[idx],
+                                             a0_free=zero_flag, cut=sg[1:] != sg[:-1]):
+                out.setdefault(int(sg[i]), []).append((int(idx[i]), cnt, c0, c1, flag,
+                                                       zero_flag))
+        for j_seg in np.nonzero(usual)[0].tolist():
+            out.setdefault(j_seg, [])
+        # real runs first, then zero runs, in each segment
+        return {j: sorted(v, key=lambda r: r[5]) for j, v in out.items()}
 
     # ------------------------------------------------------------------- other steps
 

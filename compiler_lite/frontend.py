@@ -325,7 +325,7 @@ def _fuse_rsqrt(nodes: list[Node], consts: dict, outputs) -> list[Node]:
     for n in nodes:
         sq = by_out.get(n.inputs[1]) if n.op == "Div" and len(n.inputs) == 2 else None
         if sq is not None and sq.op == "Sqrt" and users.get(sq.outputs[0]) == 1 and \
-                sq.outputs[0] not in outputs and n.inputs[0] not in consts:
+                sq.outputs[0] not in outputs:
             half = f"{sq.name}:-0.5"
             consts[half] = np.array(-0.5, dtype=np.float32)
             drop.add(id(sq))
@@ -333,6 +333,12 @@ def _fuse_rsqrt(nodes: list[Node], consts: dict, outputs) -> list[Node]:
             n = Node("Mul", n.name, list(n.inputs), n.outputs, {}, n.domain)
         out.append(n)
     return [n for n in out if id(n) not in drop]       # the Pow sits just before its Div
+
+
+def layer_norm_supported(rank: int, axis: int) -> bool:
+    """Whether a LayerNormalization over the axes from ``axis`` (≥ 0) on is one the compiler
+    decomposes: its means keep the batch axis and one other (see ReduceMean)."""
+    return (rank == 2 and axis == 1) or (rank in (3, 4) and axis == 2)
 
 
 def _decompose_layer_norm(nodes: list[Node], consts: dict, shapes: dict) -> list[Node]:
@@ -353,6 +359,9 @@ def _decompose_layer_norm(nodes: list[Node], consts: dict, shapes: dict) -> list
             continue
         rank = len(shape)
         axis = int(n.attr("axis", -1)) % rank
+        if not layer_norm_supported(rank, axis):
+            out.append(n)                       # the whole-graph check says why
+            continue
         axes = list(range(axis, rank))
         red = tuple(1 if a in axes else d for a, d in enumerate(shape))
         outs = list(n.outputs) + [""] * (3 - len(n.outputs))

@@ -46,6 +46,9 @@ def _check_binary(node, g, arch) -> list[str]:
         if g.is_const(a):
             return []
     if node.op in ("Mul", "Div", "Max", "Min") and not g.is_const(a) and not g.is_const(b):
+        if arch.simd_registers_depth < 1:
+            return [f"{node.op} of two computed tensors needs a SIMD register "
+                    f"(simd_registers_depth ≥ 1; it is 0)"]
         if out not in (g.shapes.get(a), g.shapes.get(b)):
             return [f"{node.op} of two computed tensors needs one operand of the output's "
                     f"shape {list(out)} (the other may broadcast to it; got "
@@ -75,7 +78,7 @@ def binary(node, ctx: Lowering):
         if node.op == "Mul":
             return affine(ctx, node, x, c, 0.0)
         if ca is not None:                      # constant / activation
-            ctx.fail("division by a computed tensor is not supported")
+            return divide(ctx, node, a, b)
         return affine(ctx, node, x, 1.0 / c, 0.0)
     if node.op in ("Add", "Sub"):
         return add_sub(ctx, node, a, b, -1.0 if node.op == "Sub" else 1.0)
@@ -377,6 +380,9 @@ def _check_pow(node, g, arch) -> list[str]:
     if p is None:
         return ["the exponent must be a scalar constant"]
     if p in POW_BY_MULTIPLY:
+        if p > 2 and arch.simd_registers_depth < 1:
+            return [f"exponent {p:g} needs a SIMD register (simd_registers_depth ≥ 1; it is "
+                    f"0); exponents 1 and 2 do not"]
         return []
     if arch.lut_count < 1 or arch.lut_depth < 2 or arch.simd_registers_depth < 2:
         return [f"exponent {p:g} needs a lookup table (exponents {list(POW_BY_MULTIPLY)} do "
@@ -416,3 +422,20 @@ def power(node, ctx: Lowering):
                 return np.where(x > 0, np.power(np.maximum(x, 1e-30), p), 0.0)
         lut_pass(ctx, layer, t, function_node(node, "Pow"), fn, "positive", None, None)
     ctx.set(node.outputs[0], Tensor(t.idx))
+
+
+# -------------------------------------------------------------------- LayerNormalization
+
+def _check_layer_norm(node, g, arch) -> list[str]:
+    """Only reached for the forms the front end does not decompose."""
+    shape = g.shapes.get(node.inputs[0])
+    rank = len(shape) if shape is not None else 0
+    axis = node.attr("axis", -1)
+    return [f"normalization over axis {axis} on of a rank-{rank} tensor "
+            f"{list(shape or [])} is not supported: only the last axis of [N, C] or "
+            f"[N, T, C], or the spatial axes of [N, C, H, W] (axis 2)"]
+
+
+@op("LayerNormalization", check=_check_layer_norm)
+def layer_norm(node, ctx: Lowering):
+    ctx.fail(_check_layer_norm(node, ctx.g, ctx.arch)[0])

@@ -245,8 +245,8 @@ def average(ctx: Lowering, node, x: Tensor, out_name: str, kernel, strides, pads
     adds the group sums scaled by ``2^-j`` (one rounding per group, not per tap), and the
     result is divided by ``count / 2^j`` (per output position: borders divide by the window
     part inside the image unless ``include_pad``). With ``j = 0`` (small windows) the sum
-    over all taps is exact. Groups keep both the group sums and their scaled total in range
-    for means up to ``max / 2^(j+…)`` instead of ``max / count``."""
+    over all taps is exact. A full-range estimate computed the same way from scaled taps
+    replaces the result where the exact sums saturated (:func:`.mean.within`)."""
     N, C = x.shape[:2]
     S0, S1 = spatial(x.shape)
     out_shape = ctx.g.shape(out_name)
@@ -278,34 +278,53 @@ def average(ctx: Lowering, node, x: Tensor, out_name: str, kernel, strides, pads
         ctx.begin(buf, builder)
         ctx.set(name, y, internal=True)
 
+    if ctx.arch.simd_registers_depth < 1:
+        # no register for the division: 1/count folded into the weights (biased by the
+        # reciprocal's rounding in fixed point, exact in FLOAT32)
+        window_sum(out_name + ":sum", np.arange(K), 1.0, out_name)
+        ctx.fold_affine(out_name + ":sum", 1.0 / div, 0.0, out_name)
+        if not dt.is_float:
+            ctx.notes.append(f"{node.label}: no SIMD register (simd_registers_depth 0): the "
+                             f"average divides by weights of 1/count, not exactly")
+        return
+    j = group_bits(K, dt)
+    taps = np.arange(K)
+    groups_of_taps = [taps] if j == 0 else \
+        [taps[k:k + (1 << j)] for k in range(0, K, 1 << j)]
+
+    def grouped_sum(name, tap_weight, group_weight, req):
+        """``name`` = Σ_groups group_weight · round(Σ_taps tap_weight · x)."""
+        if len(groups_of_taps) == 1:
+            window_sum(name, groups_of_taps[0], tap_weight, req)
+            return
+        sums = []
+        for k, group in enumerate(groups_of_taps):
+            window_sum(f"{name}:group{k}", group, tap_weight, f"{name}:group{k}")
+            sums.append(ctx.tensor(f"{name}:group{k}"))
+        buf, y = ctx.new_activation(name, out_shape, zero=ctx.needs_zero(req))
+        ctx.begin(buf, ctx.gather(buf, y, [(t.idx, group_weight) for t in sums]))
+        ctx.set(name, y, internal=True)
+
     wide = None
     if not dt.is_float and K > 1:
-        # a full-range estimate: taps pre-scaled by 2^-k (each rounded), so no sum saturates
-        k = min(int(np.ceil(np.log2(K))), dt.binary_point)
+        # a full-range estimate: every tap scaled by 2^-j (rounded), so that no group sum
+        # saturates, and the group sums by 2^-k (at most 2^k groups, so neither does their
+        # total); worst error in the mean, raw: 2^(j-1) + groups·2^(j+k-1)/count + 1.25
+        groups = len(groups_of_taps)
+        jw = j if groups > 1 else min(int(np.ceil(np.log2(K))), dt.binary_point)
+        k = min(int(np.ceil(np.log2(groups))), dt.binary_point) if groups > 1 else 0
         name = f"{out_name}:wide"
-        window_sum(name, np.arange(K), 2.0 ** -k, name)
+        grouped_sum(name, 2.0 ** -jw, 2.0 ** -k, name)
         layer, t = ctx.in_acc(name)
-        divide_in_place(ctx, layer, t, div / 2.0 ** k, name)
+        divide_in_place(ctx, layer, t, div / 2.0 ** (jw + k), name)
         wide = ctx.tensor(name)
-        # the exact result is kept when it agrees with the estimate within their worst
-        # errors (raw): the estimate's 2^(k-1) + 1.25, the exact path's 1.5
-        tol = np.ceil(2.0 ** (k - 1) + 1.25 + 1.5) / 2.0 ** dt.binary_point
-    j = group_bits(K, dt)
+        err = 2.0 ** (jw - 1) + groups * 2.0 ** (jw + k - 1) / div + 1.25 \
+            if groups > 1 else 2.0 ** (jw - 1) + 1.25
+        # the exact result is kept where it agrees with the estimate within both errors
+        # (the exact path's: 1.5 raw)
+        tol = np.ceil(err + 1.5) / 2.0 ** dt.binary_point
     tmp = out_name + ":sum"
-    taps = np.arange(KH * KW)
-    if j == 0:
-        groups_of_taps = [taps]
-    else:
-        groups_of_taps = [taps[k:k + (1 << j)] for k in range(0, len(taps), 1 << j)]
-    sums = []
-    for k, group in enumerate(groups_of_taps):
-        name = tmp if j == 0 else f"{out_name}:group{k}"
-        window_sum(name, group, 1.0, out_name if j == 0 else name)
-        sums.append(ctx.tensor(name))
-    if j:
-        buf, y = ctx.new_activation(tmp, out_shape, zero=ctx.needs_zero(out_name))
-        ctx.begin(buf, ctx.gather(buf, y, [(t.idx, 2.0 ** -j) for t in sums]))
-        ctx.set(tmp, y, internal=True)
+    grouped_sum(tmp, 1.0, 2.0 ** -j, out_name)
     layer, t = ctx.in_acc(tmp)
     divide_in_place(ctx, layer, t, div / 2.0 ** j, out_name)
     if wide is not None:
@@ -345,8 +364,8 @@ def check_reduce_mean(node, g, arch) -> list[str]:
     if _mean_view(shape, axes) is None:
         return [f"only a mean that keeps the first axis and one other of a rank-3 or rank-4 "
                 f"tensor is supported: the spatial axes of [N,C,H,W] or [N,C,L], the tokens "
-                f"(axis 1) or channels (axis 2) of [N,T,C] (got axes {list(axes)} of "
-                f"{list(shape)})"]
+                f"(axis 1) or channels (axis 2) of [N,T,C], or axis 1 of [N,C] (got axes "
+                f"{list(axes)} of {list(shape)})"]
     return []
 
 
@@ -364,6 +383,8 @@ def _mean_view(shape, axes):
     rank = len(shape)
     red = sorted(set(a % rank for a in axes)) if rank else []
     kept = [a for a in range(rank) if a not in red]
+    if rank == 2 and red == [1]:
+        return (0, 1)                           # viewed as [N, 1, C]
     if rank not in (3, 4) or len(kept) != 2 or kept[0] != 0 or not red:
         return None
     return (0, kept[1], *red)
@@ -375,6 +396,8 @@ def reduce_mean(node, ctx: Lowering):
     average pool of the view that puts the kept axis second (no data moves)."""
     x = ctx.tensor(node.inputs[0])
     perm = _mean_view(x.shape, _reduce_axes(node, ctx.g))
+    if len(x.shape) == 2:                       # [N, C] → [N, 1, C]: a mean over lanes
+        x, perm = Tensor(x.idx[:, None, :], x.name), (0, 1, 2)
     view = Tensor(np.transpose(x.idx, perm), x.name)
     S0, S1 = spatial(view.shape)
     out = node.outputs[0]

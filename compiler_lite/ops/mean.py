@@ -29,10 +29,16 @@ divides that by 2^m before one final rounding. The groups add at most ½ raw eac
 exact quotient, so within one LSB of the exactly rounded mean (exactly rounded when ``d`` is
 a power of two up to 4). Every step is one SIMD instruction per vector and needs one register.
 
-Means beyond the groups' range make their sums saturate. Every average therefore also
-computes a full-range estimate (taps scaled by ``2^-k``, ``2^k ≥ d``: each tap rounded, the
-sum unbiased, within ``2^(k-1) + 1.25`` raw) and keeps the exact result only where the two
-agree within their worst errors (:func:`within`); elsewhere the estimate is the mean.
+Means beyond the groups' range make their sums saturate (large values of both signs can
+saturate a group even when the mean is small). Every average therefore also computes a
+full-range estimate: each tap scaled by ``2^-j`` (rounded) so that no group sum saturates,
+the group sums scaled by ``2^-k`` (at most ``2^k`` groups), divided as above; within
+``2^(j-1) + groups·2^(j+k-1)/d + 1.25`` raw (about 10 for 7×7; for windows of fewer than 8
+taps, all taps scaled by ``2^-k`` with ``2^k ≥ d``: ``2^(k-1) + 1.25``). The exact result is
+kept only where the two agree within their worst errors (:func:`within`), so the mean is
+within one LSB of the exactly rounded one while no group sum saturates, and within twice
+the estimate's bound plus 1.5 raw otherwise. Without a SIMD register (``simd_registers_depth``
+0) the division is folded into the weights instead, as Tensil does (biased).
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ from onnx import helper
 from compiler_lite.ops.mean import group_bits, reciprocal_parts
 from tcu_hw import numeric
 from tcu_hw.arch import preset
+from tcu_hw.isa import SIMD
 
 from ..conftest import requires_gcc
 from .helpers import compile_and_run, make_model, ort_run
@@ -183,8 +184,58 @@ def test_large_means_use_the_full_range_estimate():
     _, run = compile_and_run(model, "pynqz1", {"x": x})
     got = run.outputs["y"].reshape(-1) * 256
     exact = raw.sum(axis=(2, 3)).reshape(-1) / 49
-    assert np.abs(got - exact).max() <= 2 ** 5 + 1.25
+    assert np.abs(got - exact).max() <= WIDE_BOUND_7X7
     small = exact < 16 * 256                       # the exact path holds these
     assert np.abs(got[small] - np.round(exact[small])).max() <= 1
     # the estimate's roundings are unbiased: a few LSB, not its worst case
     assert np.abs(got[~small] - exact[~small]).mean() < 4
+
+
+#: The worst error (raw) of a 7×7 mean whose exact group sums saturate: the estimate's
+#: 2^(j-1) + groups·2^(j+k-1)/49 + 1.25 (j = 3, 7 groups, k = 3), twice (the exact result
+#: may be kept when it is within that of the estimate) plus the exact path's 1.5.
+WIDE_BOUND_7X7 = 2 * (4 + 7 * 32 / 49 + 1.25) + 1.5
+
+
+def test_mixed_signs_that_saturate_a_group_sum():
+    """Large values of both signs: a group sum saturates though the mean is moderate."""
+    raw = np.array([[21364, 2872, -32649, 11592, 14229, -24281, 23305],
+                    [7103, -1296, -23395, -22842, -12846, -3020, -8829],
+                    [27697, 7837, 6479, -24241, -14565, -20656, 31795],
+                    [18432, -7325, 14147, 6122, -3002, 14676, -14287],
+                    [3753, 12596, 24897, -2108, 32387, -12353, 21589],
+                    [24555, 16043, -19541, -1834, 19941, 15300, 7721],
+                    [-30183, 9566, -28837, 11937, 17819, 16270, 21011]])
+    model = make_model([helper.make_node("GlobalAveragePool", ["x"], ["y"])],
+                       {"x": (1, 1, 7, 7)}, ["y"])
+    _, run = compile_and_run(model, "pynqz1", {"x": (raw / 256).astype(np.float32)[None, None]})
+    assert abs(run.outputs["y"].item() * 256 - raw.sum() / 49) <= WIDE_BOUND_7X7
+
+
+@pytest.mark.parametrize("arch_name,dtype,shape,values", [
+    ("pynqz1", "FP16BP8", (1, 4, 56, 56), [6, 11, 20, 40]),      # 3136 taps > 2^bp
+    ("pynqz1", "FP16BP8", (1, 2, 32, 32), [10.5, -3.25]),
+    ("pynqz1", "FP8BP4", (1, 2, 7, 7), [4.5, -2.25])])
+def test_constant_windows_beyond_the_exact_range(arch_name, dtype, shape, values):
+    """Means of constant windows far beyond the exact sums' range (a 56×56 window has more
+    taps than 2^bp) come from the estimate: exact when the values are multiples of 2^j LSB
+    (its per-tap scaling then does not round), else within its bound (FP8BP4: 9.8 raw)."""
+    arch = preset(arch_name).with_changes("t", data_type=dtype)
+    x = np.zeros(shape, np.float32) + np.array(values, np.float32)[None, :, None, None]
+    model = make_model([helper.make_node("GlobalAveragePool", ["x"], ["y"])],
+                       {"x": shape}, ["y"])
+    _, run = compile_and_run(model, arch, {"x": x})
+    err = np.abs(run.outputs["y"].ravel() - np.array(values)) * 2 ** arch.dtype.binary_point
+    assert err.max() <= (0 if dtype == "FP16BP8" else 4 + 7 * 32 / 49 + 1.25), err
+
+
+def test_average_without_simd_registers():
+    """With no SIMD register the division is folded into the weights (as Tensil does, and
+    as biased: 0.5 · round(256/49)/256 rounds to 2/256 per tap, 0.383 in all)."""
+    arch = preset("pynqz1").with_changes("r0", simd_registers_depth=0)
+    x = np.full((1, 3, 7, 7), 0.5, np.float32)
+    model = make_model([helper.make_node("GlobalAveragePool", ["x"], ["y"])],
+                       {"x": x.shape}, ["y"])
+    c, run = compile_and_run(model, arch, {"x": x})
+    assert not any(isinstance(i, SIMD) for i in c.program)
+    np.testing.assert_array_equal(run.outputs["y"].ravel(), np.full(3, 98 / 256))

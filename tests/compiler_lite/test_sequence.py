@@ -350,3 +350,46 @@ def test_operands_stored_differently(case):
     x = rand(shape, 17)
     compare(model, {"x": x}, fine_float(), 1e-5 if "conv" in case or "square" in case else 0.01)
     compare(model, {"x": x}, lut_arch(), 0.05)
+
+
+@pytest.mark.parametrize("c_shape", [(1,), (1, 6, 1), (1, 6, 10)])
+def test_constant_divided_by_a_computed_tensor(c_shape):
+    """``c / sqrt(v)`` and ``c / v`` with a constant numerator (scalar, per token, per
+    element): reciprocal tables, then a constant scale."""
+    c = rand(c_shape, 3) + 3
+    for den in ("Sqrt", "Identity"):
+        model = make_model([N("Abs", ["x"], ["a"]), N("Add", ["a", "one"], ["b"]),
+                            N(den, ["b"], ["s"]), N("Div", ["c", "s"], ["y"])],
+                           {"x": (1, 6, 10)}, ["y"], {"one": np.array(1.0), "c": c}, opset=13)
+        x = rand((1, 6, 10), 4)
+        compare(model, {"x": x}, fine_float(), 0.01)
+        compare(model, {"x": x}, lut_arch(), 0.15)
+
+
+def test_ops_that_need_a_simd_register_say_so():
+    from tcu_hw.errors import CompileError
+    arch = lut_arch().with_changes("r0", simd_registers_depth=0, lut_count=0, lut_depth=0)
+    model = make_model([N("Relu", ["x"], ["r"]), N("Mul", ["x", "r"], ["m"]),
+                        N("Pow", ["x", "three"], ["y"])], {"x": (1, 4, 8)}, ["m", "y"],
+                       {"three": np.array(3.0)}, opset=13)
+    with pytest.raises(CompileError) as e:
+        compile_and_run(model, arch, {"x": rand((1, 4, 8))})
+    assert "Mul of two computed tensors needs a SIMD register" in str(e.value)
+    assert "exponent 3 needs a SIMD register" in str(e.value)
+
+
+def test_layer_normalization_on_rows_and_its_limits():
+    """[N, C] rows (BERT's pooled output) normalize; other axes are refused, naming the
+    node and its axis."""
+    from tcu_hw.errors import CompileError
+    inits = {"g": rand((12,), 1, 0.3) + 1, "b": rand((12,), 2, 0.1)}
+    model = make_model([N("LayerNormalization", ["x", "g", "b"], ["y"], axis=-1)],
+                       {"x": (3, 12)}, ["y"], inits, opset=17)
+    x = rand((3, 12), 5)
+    compare(model, {"x": x}, fine_float(), 0.005)
+    compare(model, {"x": x}, lut_arch(), 0.05)
+    bad = make_model([N("LayerNormalization", ["x", "g2"], ["y"], axis=1)],
+                     {"x": (1, 6, 12)}, ["y"], {"g2": rand((6, 12), 1)}, opset=17)
+    with pytest.raises(CompileError, match=r"LayerNormalization_0' \(LayerNormalization\): "
+                                           r"normalization over axis 1 on of a rank-3"):
+        compile_and_run(bad, lut_arch(), {"x": rand((1, 6, 12))})
