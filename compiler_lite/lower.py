@@ -33,8 +33,8 @@ from .registry import OPS
 
 #: Ops whose output has the input's shape and layout, element by element (frame
 #: requirements of the output pass to the inputs).
-ELEMENTWISE = {"Pow", "Relu", "LeakyRelu", "Clip", "PRelu", "BatchNormalization", "Add", "Sub", "Mul",
-               "Div", "Max", "Min", "Sigmoid", "Tanh", "Exp", "HardSigmoid", "HardSwish",
+ELEMENTWISE = {"Relu", "LeakyRelu", "Clip", "PRelu", "BatchNormalization", "Add", "Sub", "Mul",
+               "Div", "Max", "Min", "Pow", "Sigmoid", "Tanh", "Exp", "HardSigmoid", "HardSwish",
                "Elu", "Selu", "Softplus", "Softsign", "Identity", "Dropout", "Neg", "Abs",
                "Sqrt", "Reciprocal", "Log", "Erf", "Gelu", "Mish", "ThresholdedRelu"}
 

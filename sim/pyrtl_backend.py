@@ -74,6 +74,7 @@ class RunResult:
     error_pc: int
     pc: int
     stats: dict = field(default_factory=dict)
+    marks: list = field(default_factory=list)   # counters when dispatch reached each mark
 
 
 class PyrtlCore:
@@ -214,11 +215,16 @@ class PyrtlCore:
     def run(self, program: Sequence[Instruction] | bytes,
             dram0: Mapping[int, np.ndarray] = (), dram1: Mapping[int, np.ndarray] = (),
             local: Mapping[int, np.ndarray] = (), timing: DramTiming = DramTiming(),
-            max_cycles: int | None = None, window: tuple[int, int] | None = None) -> RunResult:
+            max_cycles: int | None = None, window: tuple[int, int] | None = None,
+            marks: Sequence[int] | None = None) -> RunResult:
         """Reset, load, run until the program has completed, and return the counters.
 
         With ``window = (pc_from, pc_to)`` (and ``probes``), :attr:`trace` holds
-        ``(first cycle, {signal: (width, values)})`` for that program-counter window."""
+        ``(first cycle, {signal: (width, values)})`` for that program-counter window. With
+        ``marks`` (increasing instruction counts, e.g. where each layer starts),
+        :attr:`RunResult.marks` holds the counters (:data:`COUNTERS`) at the first cycle
+        the core had dispatched that many instructions (None for a mark never reached):
+        differences between marks say where the cycles of each part of the program went."""
         def setup() -> int:
             count = self.load_program(program)
             for k, images in enumerate((dram0, dram1)):
@@ -236,12 +242,39 @@ class PyrtlCore:
         self._setup = setup
         budget = max_cycles or (200 * count + 100_000)
         self.trace = None
-        out = self._trace_run(budget, count, window) if window else self._run(budget, count)
+        found: list = []
+        if window:
+            out = self._trace_run(budget, count, window)
+        elif marks is not None:
+            out, found = self._marked_run(budget, count, list(marks))
+        else:
+            out = self._run(budget, count)
         counters = {name: out[f"count_{name}"] for name in COUNTERS}
         counters.update({k: out[k] for k in ("dram0_reads", "dram0_writes", "dram1_reads",
                                              "dram1_writes", "samples") if k in out})
         return RunResult(counters["cycles"], counters, bool(out["error"]), out["error_pc"],
-                         out["pc"])
+                         out["pc"], marks=found)
+
+    def _marked_run(self, budget: int, count: int, marks: list[int]) -> tuple[dict, list]:
+        """:meth:`_run` watching the counters every cycle (see ``marks`` in :meth:`run`)."""
+        if any(b < a for a, b in zip(marks, marks[1:])):
+            raise ValueError("marks must be in increasing order")
+        names = [f"count_{c}" for c in COUNTERS] + ["done"]
+        found: list = [None] * len(marks)
+        chunk, ran, nxt = 4096, 0, 0
+        while True:
+            tr = self.sim.run_trace(chunk, names=names)
+            disp = tr["count_dispatched"].astype(np.int64)
+            while nxt < len(marks) and disp[-1] >= marks[nxt]:
+                k = int(np.searchsorted(disp, marks[nxt], side="left"))
+                found[nxt] = {c: int(tr[f"count_{c}"][k]) for c in COUNTERS}
+                nxt += 1
+            ran += chunk
+            if tr["done"][-1]:
+                return self.sim.run_cycles(1), found
+            if ran >= budget:
+                raise self._hang(ran, {k: int(v[-1]) for k, v in tr.items()}, count)
+            chunk = min(chunk * 2, 1 << 16)
 
     def _hang(self, ran: int, out: dict, count: int) -> SimulationHang:
         return SimulationHang(
@@ -338,3 +371,22 @@ def cached_core(arch: Architecture, options: Options | None = None, program_bits
 
 def program_bits_for(count: int) -> int:
     return max(17, clog2(max(count, 2)))
+
+
+def run_compiled(compiled, feeds: Mapping[str, np.ndarray], timing: DramTiming = DramTiming(),
+                 marks: Sequence[int] | None = None) -> tuple[PyrtlCore, RunResult]:
+    """Run a compiled model (``compiler_lite.compile_model``'s result: its program, input
+    layouts, constants image) on the cached core for its architecture, with ``feeds`` (by
+    input name, in the model's layout) converted to fixed point: (core, result). Outputs
+    are then ``core.read_dram0(t.base, t.vectors)`` for ``t`` in ``compiled.outputs``."""
+    from tcu_hw import numeric
+    arch = compiled.arch
+    core = cached_core(arch, program_bits=max(17, program_bits_for(len(compiled.program))))
+    n = arch.array_size
+    dram0 = {t.base: numeric.to_fixed(t.to_vectors(feeds[t.name], n), arch.dtype)[0]
+             for t in compiled.inputs}
+    images = {0: compiled.consts} if len(compiled.consts) else {}
+    to_local = compiled.consts_to_local
+    res = core.run(compiled.program, dram0=dram0, dram1={} if to_local else images,
+                   local=images if to_local else {}, timing=timing, marks=marks)
+    return core, res

@@ -8,7 +8,6 @@ from onnx import helper
 
 from compiler_lite.compile import compile_model
 from compiler_lite.golden import run_emulator
-from tcu_hw import numeric
 from tcu_hw.arch import resolve_arch
 
 from ..conftest import requires_gcc, shared_path
@@ -18,16 +17,8 @@ pytestmark = requires_gcc
 
 
 def run_on_core(c, feeds, latency=20):
-    from sim.pyrtl_backend import DramTiming, cached_core, program_bits_for
-    arch = c.arch
-    core = cached_core(arch, program_bits=max(17, program_bits_for(len(c.program))))
-    n = arch.array_size
-    dram0 = {t.base: numeric.to_fixed(t.to_vectors(feeds[t.name], n), arch.dtype)[0]
-             for t in c.inputs}
-    images = {0: c.consts} if len(c.consts) else {}
-    res = core.run(c.program, dram0=dram0, dram1={} if c.consts_to_local else images,
-                   local=images if c.consts_to_local else {},
-                   timing=DramTiming(latency=latency))
+    from sim.pyrtl_backend import DramTiming, run_compiled
+    core, res = run_compiled(c, feeds, DramTiming(latency=latency))
     assert not res.error
     return {t.name: core.read_dram0(t.base, t.vectors) for t in c.outputs}, res
 

@@ -235,3 +235,27 @@ def test_dram_load_overlaps_independent_compute():
     alone = check(arch, compute, images, DramTiming(latency=20)).cycles
     both = check(arch, load + compute, images, DramTiming(latency=20)).cycles
     assert both <= alone + 2
+
+
+def test_counters_at_marks():
+    """``marks`` records the counters when dispatch reaches each instruction count: they
+    only grow, the total cycles are those of a plain run, and a mark past the program's end
+    is None."""
+    arch = ARCHS["n2_fp16"]
+    program = [inst for _, _, prog in list(directed_programs())[:4] for inst in prog]
+    images = make_images(arch, seed=11)
+    core = cached_core(arch)
+    timing = DramTiming(latency=20)
+    marks = [0, len(program) // 3, 2 * len(program) // 3, len(program), len(program) + 5]
+    marked = core.run(program, dram0=images.dram0, dram1=images.dram1, local=images.local,
+                      timing=timing, marks=marks)
+    got = marked.marks
+    assert got[-1] is None and all(m is not None for m in got[:-1])
+    for a, b in zip(got[:-2], got[1:-1]):
+        assert all(b[k] >= a[k] for k in a)
+        assert b["dispatched"] > a["dispatched"] and b["cycles"] > a["cycles"]
+    assert got[-2]["cycles"] <= marked.cycles
+    diffs, plain = compare(program, images, core, timing)
+    assert not diffs and plain.cycles == marked.cycles
+    with pytest.raises(ValueError, match="increasing"):
+        core.run(program, timing=timing, marks=[3, 1])
