@@ -84,6 +84,36 @@ def unique_pairs(a: np.ndarray, b: np.ndarray, return_inverse: bool = False):
     return unique_columns([a, b], return_inverse)
 
 
+def first_indices(o: np.ndarray) -> np.ndarray:
+    """Index of the first occurrence of each value of ``o`` (in order of the values): the
+    ``return_index`` of ``np.unique(o)``, without a stable sort."""
+    if not len(o):
+        return np.zeros(0, dtype=np.int64)
+    lo = int(o.min())
+    pos = np.full(int(o.max()) - lo + 1, len(o), dtype=np.int64)
+    np.minimum.at(pos, o - lo, np.arange(len(o), dtype=np.int64))
+    return pos[pos < len(o)]
+
+
+def unique_rows(a: np.ndarray):
+    """``np.unique(a, axis=0, return_inverse=True)`` (the inverse flat) for a 2-D array:
+    rows of equal bytes are merged first (a fast sort of raw bytes), then ``np.unique`` sorts
+    the distinct rows. When that merges rows of different bytes (0.0 and -0.0) or a row holds
+    NaN, ``np.unique`` of all the rows decides, so the result is always the same."""
+    a = np.ascontiguousarray(a)
+    if a.ndim != 2 or not a.size:
+        u, inv = np.unique(a, axis=0, return_inverse=True)
+        return u, inv.reshape(-1)
+    raw = a.view(np.dtype((np.void, a.dtype.itemsize * a.shape[1]))).reshape(-1)
+    _, first, inv_raw = np.unique(raw, return_index=True, return_inverse=True)
+    rows = a[first]
+    u, inv = np.unique(rows, axis=0, return_inverse=True)
+    if len(u) != len(rows) or (a.dtype.kind in "fc" and np.isnan(rows).any()):
+        u, inv = np.unique(a, axis=0, return_inverse=True)
+        return u, inv.reshape(-1)
+    return u, inv.reshape(-1)[inv_raw.reshape(-1)]
+
+
 @dataclass(eq=False)
 class Buffer:
     """A run of ``vectors`` vectors holding (part of) one or more tensors.
@@ -267,6 +297,31 @@ def frame_layout(space: Space, name: str, shape, frame: Frame, n: int, zero: boo
 
 
 # --------------------------------------------------------------------- structure of a view
+
+def lane_table(t: Tensor, n: int, values, fill: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    """(vectors of ``t``, sorted; (vectors, n) table): ``values`` (broadcast to ``t``'s shape)
+    in the lanes that hold ``t``'s elements, ``fill`` elsewhere. Per-lane constants of SIMD
+    passes come from such a table, one pass per distinct row."""
+    v, lane = np.divmod(t.idx.reshape(-1), n)
+    vecs = np.unique(v)
+    table = np.full((len(vecs), n), float(fill))
+    table[np.searchsorted(vecs, v), lane] = np.broadcast_to(
+        np.asarray(values, dtype=np.float64), t.shape).reshape(-1)
+    return vecs, table
+
+
+def congruent_pairs(a: Tensor, b: Tensor, n: int) -> np.ndarray | None:
+    """(vectors of ``a``, vectors of ``b``) pairs when every vector of ``a`` takes its
+    elements from one vector of ``b`` (broadcast to ``a``'s shape) in the same lanes, so
+    that whole-vector moves put ``b`` next to ``a``; else None."""
+    ai, bi = a.idx.reshape(-1), np.broadcast_to(b.idx, a.shape).reshape(-1)
+    if not np.array_equal(ai % n, bi % n):
+        return None
+    pairs = unique_pairs(ai // n, bi // n)
+    if len(np.unique(pairs[0])) != pairs.shape[1]:
+        return None
+    return pairs
+
 
 @dataclass
 class Groups:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .ir import Buffer, unique_columns
+from .ir import Buffer, first_indices, unique_columns, unique_rows
 
 #: Values of :attr:`Linear.first`.
 ACCUMULATE, OVERWRITE, ANY = 0, 1, 2
@@ -187,7 +187,7 @@ class LinearBuilder:
         else:
             order = np.arange(len(o))
         values = [self.tiles.values[old] for old in sorted(rank, key=rank.get)]
-        first_idx = _first_indices(o)
+        first_idx = first_indices(o)
         first = np.full(len(o), ACCUMULATE, dtype=np.int64)
         if not accumulate:
             first[first_idx] = OVERWRITE
@@ -200,8 +200,8 @@ class LinearBuilder:
         rows = self.out.vectors
         scale = np.ones((rows, n)) if scale is None else scale
         offset = np.zeros((rows, n)) if offset is None else offset
-        spat, s_of = _unique_rows(scale)
-        opat, o_of = _unique_rows(offset)
+        spat, s_of = unique_rows(scale)
+        opat, o_of = unique_rows(offset)
         is_first = np.zeros(len(o), dtype=bool)
         is_first[first_idx] = not accumulate
         ukey, new_t = unique_columns([t, s_of[o], np.where(is_first, o_of[o], -1)],
@@ -219,36 +219,6 @@ class LinearBuilder:
             ids.append(tiles.add(tile))
         remap = np.array(ids, dtype=np.int64)
         return Linear(self.out, o, x, remap[new_t], first, tiles, self.macs, accumulate)
-
-
-def _first_indices(o: np.ndarray) -> np.ndarray:
-    """Index of the first occurrence of each value of ``o`` (in order of the values): the
-    ``return_index`` of ``np.unique(o)``, without a stable sort."""
-    if not len(o):
-        return np.zeros(0, dtype=np.int64)
-    lo = int(o.min())
-    pos = np.full(int(o.max()) - lo + 1, len(o), dtype=np.int64)
-    np.minimum.at(pos, o - lo, np.arange(len(o), dtype=np.int64))
-    return pos[pos < len(o)]
-
-
-def _unique_rows(a: np.ndarray):
-    """``np.unique(a, axis=0, return_inverse=True)`` (the inverse flat) for a 2-D array:
-    rows of equal bytes are merged first (a fast sort of raw bytes), then ``np.unique`` sorts
-    the distinct rows. When that merges rows of different bytes (0.0 and -0.0) or a row holds
-    NaN, ``np.unique`` of all the rows decides, so the result is always the same."""
-    a = np.ascontiguousarray(a)
-    if a.ndim != 2 or not a.size:
-        u, inv = np.unique(a, axis=0, return_inverse=True)
-        return u, inv.reshape(-1)
-    raw = a.view(np.dtype((np.void, a.dtype.itemsize * a.shape[1]))).reshape(-1)
-    _, first, inv_raw = np.unique(raw, return_index=True, return_inverse=True)
-    rows = a[first]
-    u, inv = np.unique(rows, axis=0, return_inverse=True)
-    if len(u) != len(rows) or (a.dtype.kind in "fc" and np.isnan(rows).any()):
-        u, inv = np.unique(a, axis=0, return_inverse=True)
-        return u, inv.reshape(-1)
-    return u, inv.reshape(-1)[inv_raw.reshape(-1)]
 
 
 @dataclass(eq=False)

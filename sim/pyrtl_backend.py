@@ -66,7 +66,8 @@ class DramTiming:
 @dataclass
 class RunResult:
     """Cycle count and per-unit counters of one run; ``error``/``error_pc`` as the core's
-    sticky error output; ``pc`` the final program counter."""
+    sticky error output; ``pc`` the final program counter; ``marks`` the counters at each
+    mark of :meth:`PyrtlCore.run` (None for one never reached)."""
 
     cycles: int
     counters: dict
@@ -74,7 +75,7 @@ class RunResult:
     error_pc: int
     pc: int
     stats: dict = field(default_factory=dict)
-    marks: list = field(default_factory=list)   # counters when dispatch reached each mark
+    marks: list = field(default_factory=list)
 
 
 class PyrtlCore:

@@ -20,7 +20,7 @@ import numpy as np
 
 from tcu_hw.isa import SimdOp as Op
 
-from ..ir import Tensor, unique_pairs
+from ..ir import Tensor, congruent_pairs, lane_table
 from ..kernels import Load, Simd, SimdStep, Zero
 from ..registry import consts_of, op
 from .lut import function_node, lut_pass
@@ -124,16 +124,7 @@ def expand(ctx: Lowering, node, x: str, shape) -> str:
 
 
 def _congruent(ctx: Lowering, a: Tensor, b: Tensor):
-    """(a vectors, b vectors) pairs when every vector of ``a`` takes its elements from one
-    vector of ``b`` in the same lanes; else None."""
-    n = ctx.n
-    ai, bi = a.idx.reshape(-1), np.broadcast_to(b.idx, a.shape).reshape(-1)
-    if not np.array_equal(ai % n, bi % n):
-        return None
-    pairs = unique_pairs(ai // n, bi // n)
-    if len(np.unique(pairs[0])) != pairs.shape[1]:
-        return None
-    return pairs
+    return congruent_pairs(a, b, ctx.n)
 
 
 def add_sub(ctx: Lowering, node, a: str, b: str, sign: float) -> None:
@@ -194,10 +185,8 @@ def operand_like(ctx: Lowering, layer, t: Tensor, src_idx: np.ndarray, name: str
     buffer laid out like ``t``'s vectors in ``layer``, through the array (one MatMul per
     pair of vectors, the tiles mapping lanes): returns (``t``'s vectors in ``layer.out``,
     the buffer; its vector k pairs with the k-th)."""
-    n = ctx.n
-    vecs, rank = np.unique(t.idx // n, return_inverse=True)
-    aux = ctx.space.new(f"{name}:operand", len(vecs))
-    dst = Tensor((aux.start + rank.reshape(t.shape)) * n + t.idx % n)
+    aux, dst = ctx.like(f"{name}:operand", t)
+    vecs = np.unique(t.idx // ctx.n)
     builder = ctx.gather(aux, dst, [(src_idx, 1.0)])
     layer.steps.append(builder.build())
     if builder.clear is not None and len(builder.clear):
@@ -241,13 +230,8 @@ def identity(node, ctx: Lowering):
 
 def _lane_consts(ctx: Lowering, t: Tensor, buf, values) -> tuple[np.ndarray, dict]:
     """Group the vectors of ``t`` by the per-lane constant vector ``values`` (broadcast to
-    the shape) gives them: (group id per vector, {group id: vector})."""
-    n = ctx.n
-    v, lane = np.divmod(t.idx.reshape(-1), n)
-    vals = np.broadcast_to(np.asarray(values, dtype=np.float64), t.shape).reshape(-1)
-    vecs = np.unique(v)
-    table = np.zeros((len(vecs), n))
-    table[np.searchsorted(vecs, v), lane] = vals
+    the shape) gives them: (vectors in ``buf``, group id per vector, {group id: vector})."""
+    vecs, table = lane_table(t, ctx.n, values)
     pats, of = np.unique(table, axis=0, return_inverse=True)
     return vecs - buf.start, of.ravel(), {k: pats[k] for k in range(len(pats))}
 

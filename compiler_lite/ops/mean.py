@@ -49,7 +49,7 @@ import numpy as np
 
 from tcu_hw.isa import SimdOp as Op
 
-from ..ir import Tensor
+from ..ir import Tensor, congruent_pairs, lane_table
 from ..kernels import Load, Simd, SimdStep
 
 if TYPE_CHECKING:
@@ -84,21 +84,14 @@ class LanePasses:
     group (every architecture has one register)."""
 
     def __init__(self, ctx: Lowering, layer, t: Tensor, name: str) -> None:
-        n = ctx.n
-        self.layer, self.name = layer, name
-        self.v, self.lane = np.divmod(t.idx.reshape(-1), n)
-        self.shape = t.shape
-        self.vecs = np.unique(self.v)
+        self.layer, self.name, self.t, self.n = layer, name, t, ctx.n
+        self.vecs = np.unique(t.idx // ctx.n)
         self.rows = self.vecs - layer.out.start
-        self.n = n
 
     def table(self, values, fill: float = 1.0) -> np.ndarray:
         """(vectors, n) per-lane values (``values`` broadcast to the shape; ``fill`` in lanes
         outside the tensor)."""
-        out = np.full((len(self.vecs), self.n), float(fill))
-        out[np.searchsorted(self.vecs, self.v), self.lane] = np.broadcast_to(
-            np.asarray(values, dtype=np.float64), self.shape).reshape(-1)
-        return out
+        return lane_table(self.t, self.n, values, fill)[1]
 
     def run(self, table: np.ndarray, body, aux=None, aux_buf=None, tag: str = "") -> None:
         pats, of = np.unique(table, axis=0, return_inverse=True)
@@ -149,11 +142,9 @@ def within(ctx: Lowering, layer, t: Tensor, wide: Tensor, tol, name: str) -> Non
     ``wide`` is the result. As SIMD passes: ``D = t − wide``, ``f = (tol ≥ |D|)`` (one or
     zero), ``t = wide + D·f``. ``wide`` must be stored like ``t`` (same lanes, one vector
     per vector)."""
-    n = ctx.n
     buf = layer.out
-    ai, bi = t.idx.reshape(-1), wide.idx.reshape(-1)
-    pairs = np.unique(np.stack([ai // n, bi // n]), axis=1)
-    if not np.array_equal(ai % n, bi % n) or len(np.unique(pairs[0])) != pairs.shape[1]:
+    pairs = congruent_pairs(t, wide, ctx.n)
+    if pairs is None:
         ctx.fail(f"internal: '{name}': the full-range mean is stored differently")
     passes = LanePasses(ctx, layer, t, f"mean:{name}")
     order = np.searchsorted(pairs[0], passes.vecs)
