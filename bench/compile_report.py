@@ -40,6 +40,8 @@ MODELS = [
     ("resnet20v2", SHARED / "models" / "resnet20v2_cifar.onnx", "ultra96v2",
      ["dense/BiasAdd:0"], {"instructions": 102_741, "consts_vectors": 35_743,
                            "seconds": 71.6, "layers": 23}),
+    ("resnet20v2", SHARED / "models" / "resnet20v2_cifar.onnx", "zcu104",
+     ["dense/BiasAdd:0"], {"instructions": 50_171, "cycles_tensil_rtl": 748_738}),
     ("speech", SPEECH / "speech_commands.onnx", str(SPEECH / "speech_robot.tarch"), None,
      {"instructions": 80_308, "consts_vectors": 93_937, "cycles_tensil_rtl": 1_678_969}),
     ("digits", SHARED / "models" / "digits_cnn_opset10.onnx", "pynqz1", None, {}),

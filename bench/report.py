@@ -3,12 +3,14 @@
     python bench/report.py [--json bench/results.json] [--synth] [--skip-verilator]
 
 1. Models on the cycle-accurate PyRTL core (DRAM read latency 20): Tensil's compiled
-   speech-commands program, ours, ResNet-20 v2 on pynqz1 and ultra96v2 (to the logits: the
-   final Softmax needs lookup tables these boards lack) and the digits CNN: instructions,
-   cycles, MAC utilization, compile time; Tensil's published figures beside them.
+   speech-commands program, ours, ResNet-20 v2 on pynqz1, ultra96v2 and zcu104 (to the
+   logits: the final Softmax needs lookup tables these boards lack) and the digits CNN:
+   instructions, cycles, MAC utilization, compile time; Tensil's published figures beside
+   them.
 2. Simulation speed: the golden emulator, the PyRTL core (n = 8 and 16) and the generated
    Verilog under Verilator (if installed), each on a whole program.
 3. With ``--synth``: Yosys synth_xilinx of pynqz1 (LUT, FF, DSP, BRAM; minutes).
+4. The performance targets (issue 11) against those figures: met or not, by how much.
 
 Not a test. ``bench/compile_report.py``, ``core_cycles.py``, ``pyrtl_speed.py``,
 ``emulator_speed.py``, ``gen_report.py`` and ``synth_report.py`` go into more detail.
@@ -115,6 +117,50 @@ def speeds(skip_verilator: bool) -> list[dict]:
     return out
 
 
+#: Tensil's ResNet-20 program for zcu104 on Tensil's RTL (cycles per image)
+TENSIL_RESNET_ZCU104_CYCLES = 748_738
+#: area today (Yosys synth_xilinx, pynqz1, AXI 64) that the targets allow 10% above
+AREA_BASE = {"LUT": 8_181, "FF": 8_224, "DSP48E1": 72}
+
+
+def targets(report: dict) -> list[dict]:
+    """Each performance target with the measured figure (None where it was not measured)."""
+    rows = {(r["model"], r["arch"]): r for r in report["models"]}
+    speech = rows.get(("speech (Tensil's program)", "speech_robot"))
+    top = next((r for r in report.get("simulation_speed", [])
+                if r["simulator"].startswith("verilator") and "cycles" in r), None)
+    out = [{"target": "Tensil's speech program, PyRTL core", "limit": 0.35, "kind": "≤ × Tensil",
+            "value": speech and speech["cycles"] / TENSIL_SPEECH_RTL_CYCLES},
+           {"target": "Tensil's speech program, Verilator top (AXI 128)", "limit": 0.40,
+            "kind": "≤ × Tensil", "value": top and top["cycles"] / TENSIL_SPEECH_RTL_CYCLES}]
+    z = rows.get(("resnet20v2", "zcu104"))
+    out.append({"target": "ResNet-20 on zcu104 (our program) vs Tensil's", "limit": 0.40,
+                "kind": "≤ × Tensil", "value": z and z["cycles"] / TENSIL_RESNET_ZCU104_CYCLES})
+    for arch, limit in (("pynqz1", 0.80), ("ultra96v2", 0.70), ("zcu104", 0.50)):
+        r = rows.get(("resnet20v2", arch))
+        out.append({"target": f"ResNet-20 MAC utilization on {arch}", "limit": limit,
+                    "kind": "≥", "value": r and r["mac_utilization"]})
+    synth = report.get("synthesis_pynqz1")
+    for k, base in AREA_BASE.items():
+        out.append({"target": f"area: {k} on pynqz1", "limit": round(1.1 * base),
+                    "kind": "≤", "value": synth and synth.get(k)})
+    for t in out:
+        v = t["value"]
+        t["met"] = None if v is None else (v >= t["limit"] if t["kind"] == "≥" else
+                                           v <= t["limit"])
+    return out
+
+
+def print_targets(rows: list[dict]) -> None:
+    print(f"\n{'target':<52} {'limit':>12} {'measured':>10}  verdict")
+    for t in rows:
+        fmt = (lambda x: f"{x:,}") if t["kind"] == "≤" else (lambda x: f"{x:.3f}")
+        v = "not measured" if t["value"] is None else fmt(t["value"])
+        verdict = "" if t["met"] is None else ("met" if t["met"] else "missed")
+        print(f"{t['target']:<52} {t['kind'].split()[0] + ' ' + fmt(t['limit']):>12} "
+              f"{v:>10}  {verdict}")
+
+
 def synthesis() -> dict:
     from synth_report import xilinx
     with tempfile.TemporaryDirectory() as d:
@@ -153,6 +199,8 @@ def main() -> None:
         print(f"\nYosys synth_xilinx pynqz1 (AXI 64): {s['LUT']:,} LUT, {s['FF']:,} FF, "
               f"{s['DSP48E1']} DSP48E1, {s['RAMB36']} RAMB36 + {s['RAMB18']} RAMB18 "
               f"(Tensil ≈ 10,900 LUT, 5,900 FF, 73 DSP, 60 + 15 BRAM)")
+    report["targets"] = targets(report)
+    print_targets(report["targets"])
     Path(args.json).write_text(json.dumps(report, indent=1, default=float) + "\n")
     print(f"\nfigures written to {args.json}")
 

@@ -647,10 +647,12 @@ def core_pages() -> list[Page]:
             ("waits for DRAM", named("dec_conflict_with_dram"), "bit"),
             ("pc", core.cfg.pc, "int")],
          common + " the decoder classifies the instruction in the decode register "
-         "(`to_compute`, `to_dram`); the core dispatches one instruction per cycle unless its "
-         "local-memory range overlaps a writer still in flight in the other unit (the MatMul "
-         "waits for the DRAM0 load of its inputs; the final DRAM store waits for the "
-         "acc→local move).",
+         "(`to_compute`, `to_dram`); the core dispatches one instruction per cycle unless it "
+         "writes local memory where an instruction still in flight in the other unit reads "
+         "or writes. An instruction that only reads is dispatched at once and its reads are "
+         "chained: the MatMul reads each input vector right after the DRAM0 load writes it "
+         "(`cu_stall_chain` meanwhile), and the final DRAM store reads each vector right "
+         "after the acc→local move writes it.",
          lambda: Decoder(lay, pyrtl.WireVector(8 * lay.instruction_bytes, "word"))),
         ("ComputeUnit", "tcu_hw.blocks.compute", "ComputeUnit(layout, dt)", cu, [
             "instructions.valid", "issue", ("index", named("cu_index"), "int"),
@@ -658,6 +660,7 @@ def core_pages() -> list[Page]:
             ("acc/out addr", named("cu_oaddr"), "int"),
             ("stall: push", named("cu_stall_push"), "bit"),
             ("stall: acc", named("cu_stall_acc"), "bit"),
+            ("stall: chain", named("cu_stall_chain"), "bit"),
             ("array.input.valid", cu.array.input.valid, "bit"),
             ("array.weights.valid", cu.array.weights.valid, "bit"),
             ("acc.write.valid", cu.acc.write.valid, "bit")],
@@ -666,15 +669,18 @@ def core_pages() -> list[Page]:
          "accumulators n cycles after they enter the array.",
          lambda: ComputeUnit(lay, arch.dtype)),
         ("DramEngine", "tcu_hw.blocks.dram_engine", "DramEngine(layout, vector_bits=64)", de, [
-            "moves.valid", ("request gen active", named("dram_rg_active"), "bit"),
-            "dram1.req.valid", "dram1.rdata.valid", "dram0.req.valid", "dram0.rdata.valid",
-            ("local side active", named("dram_ls_active"), "bit"),
-            ("local addr", named("dram_ls_addr"), "int"),
-            ("vectors left", named("dram_ls_left"), "int")],
-         common + " requests run ahead of the local side: the second load's request is out "
-         "on `dram0.req` while the first one's data is still arriving on `dram1.rdata`; "
-         "the local side writes each vector to local memory (`local`, port B) as it "
-         "arrives.",
+            "moves.valid", ("DRAM1 requests active", named("dram_c1_rg_active"), "bit"),
+            "dram1.req.valid", "dram1.rdata.valid",
+            ("DRAM0 requests active", named("dram_c0_rg_active"), "bit"),
+            "dram0.req.valid", "dram0.rdata.valid",
+            ("DRAM1 local side", named("dram_c1_ls_active"), "bit"),
+            ("DRAM0 local side", named("dram_c0_ls_active"), "bit"),
+            ("port B addr", named("dram_local_addr"), "int"),
+            ("port B write", named("dram_local_write"), "bit")],
+         common + " each DRAM port has its own channel (queue, request generator, local "
+         "side): the DRAM0 load's request goes out while the DRAM1 load's data is still "
+         "arriving, and both local sides write local memory through port B, which a "
+         "round-robin arbiter shares vector by vector.",
          lambda: DramEngine(lay, n * arch.dtype.width)),
     ]
     return [Page(name, mod, ctor, diagram(t, rows_of(inst, rows), cycles, first), note,

@@ -249,6 +249,9 @@ class Options:
     - ``reset_active_low``: the top's ``reset`` is active low (Tensil's convention).
     - ``sample_block_size``: sampler words per ``tlast``; 0 builds no sampler.
     - ``decoder_timeout``: reset value of the timeout register, cycles (1..65535).
+    - ``chained_hazards``: an instruction that reads local memory waits per vector for an
+      earlier move in the other unit that writes it, instead of for the whole move at
+      dispatch (see :mod:`tcu_hw.core`).
     """
 
     axi_data_width: int = 64
@@ -256,6 +259,7 @@ class Options:
     reset_active_low: bool = True
     sample_block_size: int = 0
     decoder_timeout: int = 100
+    chained_hazards: bool = True
 
     def __post_init__(self) -> None:
         w = self.axi_data_width
@@ -269,6 +273,9 @@ class Options:
         if isinstance(b, bool) or not isinstance(b, int) or not 0 <= b <= 1 << 16:
             raise OptionsError(f"sample block size {b!r} is not allowed; use 0 (no sampler) "
                                f"to 65536")
+        if not isinstance(self.chained_hazards, bool):
+            raise OptionsError(f"chained_hazards {self.chained_hazards!r} is not allowed; "
+                               f"use True or False")
         t = self.decoder_timeout
         if isinstance(t, bool) or not isinstance(t, int) or not 1 <= t <= 0xFFFF:
             raise OptionsError(f"decoder timeout {t!r} is not allowed; use 1 to 65535 cycles")

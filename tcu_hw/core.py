@@ -13,10 +13,17 @@ The dispatcher sends one instruction per cycle, in program order, to the unit th
 compute instructions (MatMul, LoadWeights, SIMD, local↔accumulator moves, LoadLUT) to the
 compute unit, DRAM moves to the DRAM engine; NoOps, Configures and instructions with an error
 condition (TCU.md §4.8, which set the sticky ``error`` flag and do nothing) retire at once.
-The two units run concurrently; sequential semantics hold because an instruction is only
-dispatched when its local-memory range does not conflict (overlap with at least one writer)
-with any instruction still in flight in the other unit — ranges are exact for contiguous runs
-and the run's hull for strided ones (a run that wraps counts as all of local memory). A
+The two units run concurrently; sequential semantics hold because an instruction that writes
+local memory is only dispatched when its range does not overlap any instruction still in
+flight in the other unit — ranges are exact for contiguous runs and the run's hull for
+strided ones (a run that wraps counts as all of local memory). An instruction that only
+reads local memory is *chained* instead: it is dispatched at once, and each of its reads
+waits until the other unit's earlier writes to that address are done (``local_writes``:
+what an earlier DRAM→local or acc→local move has still to write, the running move's range
+from its current address on). So a MatMul streams right behind the load of its inputs, and a
+store right behind the acc→local move that fills it. Every range it waits on belongs to an
+older instruction (a newer writer overlapping it is held at dispatch), so nothing waits in a
+circle. With ``Options(chained_hazards=False)`` every conflict waits at dispatch. A
 Configure of a DRAM offset or cache register waits until the DRAM engine is idle.
 
 Ports:
@@ -52,13 +59,15 @@ from .blocks.stream import SINK, Stream, connect, named
 from .isa import ConfigRegister
 
 
-def _conflict(new, entries, struct) -> WireVector:
-    """New local range vs in-flight entries: overlap and at least one of the two writes."""
+def _conflict(new, entries, struct, chained: bool) -> WireVector:
+    """New local range vs in-flight entries: overlap and at least one of the two writes; with
+    ``chained``, only where the new instruction writes (its reads are checked per vector)."""
     hit = Const(0, 1)
     for entry in entries:
         e = struct.unpack(entry.record)
         overlap = (new.lo <= e.hi) & (e.lo <= new.hi)
-        hit = hit | (entry.valid & e.uses & overlap & (new.writes | e.writes))
+        writes = new.writes if chained else new.writes | e.writes
+        hit = hit | (entry.valid & e.uses & overlap & writes)
     return new.uses & hit
 
 
@@ -87,10 +96,13 @@ class Core:
         dec = Decoder(lay, d_word)
         self.decoder = dec
 
-        compute_conflict = named(_conflict(dec.local, de.entries, dram_struct(lay)),
+        chained = options.chained_hazards
+        compute_conflict = named(_conflict(dec.local, de.entries, dram_struct(lay), chained),
                                  "dec_conflict_with_dram")
-        dram_conflict = named(_conflict(dec.local, cu.entries, compute_struct(lay)),
+        dram_conflict = named(_conflict(dec.local, cu.entries, compute_struct(lay), chained),
                               "dec_conflict_with_compute")
+        cu.wait_for(de.local_writes if chained else [])
+        de.wait_for(cu.local_writes if chained else [])
         register = dec.fields.config_register
         waits_for_dram = dec.is_configure & pyrtl.rtl_any(*(
             register == int(r) for r in (ConfigRegister.DRAM0_OFFSET, ConfigRegister.DRAM0_CACHE,

@@ -24,6 +24,8 @@ Hazards (the sequencer stalls the micro-op at t0):
   a write to the same address is in the array pipeline or at t1 (the array carries the
   address in its stage tags);
 - local port A: a local read cannot issue while the previous micro-op writes port A;
+- chaining: a local read waits while ``local_wait`` says an earlier instruction in another
+  unit (a DRAM→local move) has still to write its address;
 - weights: a weight push waits while vectors in flight still use the bank it would overwrite
   (``SystolicArray.push_ok_next``; with double buffering this only happens when a new tile
   follows within n cycles of the tile before the previous one).
@@ -39,7 +41,7 @@ from pyrtl import Const, Register, WireVector
 from ..isa import Layout
 from ..numeric import DataType
 from .accumulator import Accumulator
-from .decoder import A2L, L2A, LUT, LW, MM, SIMD_CLS, compute_struct, stride_step
+from .decoder import A2L, L2A, LUT, LW, MM, SIMD_CLS, compute_struct, pending, stride_step
 from .simd import SimdArray
 from .stream import SINK, RamPort, RegFifo, Stream, Struct, connect, named
 from .systolic_array import SystolicArray
@@ -63,6 +65,12 @@ class ComputeUnit:
         local: :class:`~tcu_hw.blocks.stream.RamPort` (user side) to local memory port A.
         entries: list of ``valid`` (1) / ``record`` (packed) outputs: every instruction still
             to touch local memory (for the dispatcher's range checks).
+        local_writes: list of ``valid`` (1) / ``lo`` / ``hi`` (L bits) outputs: the
+            local-memory ranges acc→local moves have still to write (the active one's from
+            its next address on), for reads chained behind them.
+        read_addr: output (L), the local address the next micro-op reads (when it reads).
+        local_wait: input (1), that read must wait: an earlier instruction has still to
+            write the address (driven by :meth:`wait_for`).
         idle: output (1), nothing queued or in flight.
         issue: output (1), a micro-op issued this cycle.
         stall: output (1), work waiting.
@@ -131,10 +139,13 @@ class ComputeUnit:
                 hit = hit | (stage.valid & (tag.unpack(stage.tag).addr == addr))
             return hit
 
+        self.local_wait = WireVector(1, f"{name}_local_wait")
         stall_port = named(needs_local & t1c[A2L], f"{name}_stall_port")
+        stall_chain = named(needs_local & self.local_wait, f"{name}_stall_chain")
         stall_acc = named(needs_acc & writes_pending(acc_read_addr), f"{name}_stall_acc")
         stall_push = named(cls[LW] & ~array.push_ok_next, f"{name}_stall_push")
-        issue = named(act_valid & ~(stall_port | stall_acc | stall_push), f"{name}_issue")
+        issue = named(act_valid & ~(stall_port | stall_acc | stall_push | stall_chain),
+                      f"{name}_issue")
         last = index == act.size
         finishing = issue & last
 
@@ -191,6 +202,22 @@ class ComputeUnit:
             SimpleNamespace(valid=named(v, f"{name}_{stage}_entry_valid"),
                             record=named(d, f"{name}_{stage}_entry_record"))
             for stage, v, d in (("act", act_valid, act_bits), ("t1", t1_valid & t1_last, t1_bits))]
+        # local addresses acc→local moves have still to write: queued ones whole, the active
+        # one from its next address on (whole if it wraps), the one at t1 this cycle
+        self.read_addr = named(laddr, f"{name}_read_addr")
+        self.local_writes = []
+        for stage, v, bits in [(f"q{i}", e.valid, e.record) for i, e in enumerate(q.entries)] \
+                + [("act", act_valid, act_bits)]:
+            e = rec.unpack(bits)
+            lo = pyrtl.select(e.wraps, e.lo, laddr) if stage == "act" else e.lo
+            self.local_writes.append(SimpleNamespace(
+                valid=named(v & e.writes, f"{name}_pending_write_{stage}_valid"),
+                lo=named(lo, f"{name}_pending_write_{stage}_lo"),
+                hi=named(e.hi, f"{name}_pending_write_{stage}_hi")))
+        self.local_writes.append(SimpleNamespace(
+            valid=named(t1c[A2L], f"{name}_pending_write_t1_valid"),
+            lo=named(t1_laddr, f"{name}_pending_write_t1_lo"),
+            hi=named(t1_laddr, f"{name}_pending_write_t1_hi")))
         in_flight = t1_valid | acc.busy
         for stage in array.stages:
             in_flight = in_flight | stage.valid
@@ -204,6 +231,12 @@ class ComputeUnit:
         # acc→local write (always granted)
         self.port_a_valid = named((act_valid & needs_local) | t1c[A2L], f"{name}_port_a_valid")
         self.port_a_ready = named((issue & needs_local) | t1c[A2L], f"{name}_port_a_ready")
+
+    def wait_for(self, ranges) -> None:
+        """Chain local reads behind ``ranges`` (``valid``/``lo``/``hi`` records of local words
+        an earlier instruction has still to write, e.g. the DRAM engine's ``local_writes``);
+        ``[]`` when nothing is chained. Call once."""
+        self.local_wait <<= pending(self.read_addr, ranges)
 
     @classmethod
     def from_arch(cls, arch, queue_depth: int = 2, name: str = "cu",

@@ -40,14 +40,14 @@ def compute_struct(layout: Layout) -> Struct:
     return Struct(cls=3, zeroes=1, accumulate=1, read=1, write=1,
                   laddr=h.L, ls=h.S0, oaddr=h.A, os=h.S1, raddr=h.A, size=h.size,
                   op=h.op, left=h.R, right=h.R, dest=h.R, table=h.table,
-                  uses=1, writes=1, lo=h.L, hi=h.L)
+                  uses=1, writes=1, lo=h.L, hi=h.L, wraps=1)
 
 
 def dram_struct(layout: Layout) -> Struct:
     """Packed record of one DRAM↔local move (widths: ``layout.hardware``)."""
     h = layout.hardware
     return Struct(port=1, to_local=1, laddr=h.L, ls=h.S0, daddr=h.D, ds=h.S1, size=h.size,
-                  uses=1, writes=1, lo=h.L, hi=h.L)
+                  uses=1, writes=1, lo=h.L, hi=h.L, wraps=1)
 
 
 def address_run(base: WireVector, stride: WireVector, size: WireVector, bits: int
@@ -74,6 +74,15 @@ def address_run(base: WireVector, stride: WireVector, size: WireVector, bits: in
         hi=pyrtl.select(same, b, pyrtl.select(fits, end[:bits], top)),
         highest=pyrtl.select(same, b, pyrtl.select(fits, end[:bits], wrap_top)),
         wraps=~same & ~fits, first=b, last=pyrtl.select(same, b, end[:bits]))
+
+
+def pending(addr: WireVector, ranges) -> WireVector:
+    """1 when ``addr`` lies in one of the valid ``ranges`` (records with ``valid``, ``lo`` and
+    ``hi``: local words an earlier instruction has still to write), for chained reads."""
+    hit = Const(0, 1)
+    for r in ranges:
+        hit = hit | (r.valid & (r.lo <= addr) & (addr <= r.hi))
+    return hit
 
 
 def stride_step(code: WireVector, bits: int) -> WireVector:
@@ -236,12 +245,13 @@ class Decoder:
             cls=cls, zeroes=zeroes, accumulate=accumulate, read=s_read, write=s_write,
             laddr=laddr, ls=s0, oaddr=oaddr, os=s1, raddr=rd_run.first, size=count,
             op=sop, left=left, right=right, dest=dest, table=table,
-            uses=self.local.uses, writes=writes_local, lo=local.lo, hi=local.hi)
+            uses=self.local.uses, writes=writes_local, lo=local.lo, hi=local.hi,
+            wraps=local.wraps)
         daddr = pyrtl.select(port, d1_run.first.zero_extended(f.D),
                              d0_run.first.zero_extended(f.D))
         self.dram = dram_struct(lay).pack(
             port=port, to_local=to_local, laddr=local.first, ls=s0, daddr=daddr, ds=s1,
             size=size.zero_extended(f.size), uses=Const(1, 1), writes=to_local,
-            lo=local.lo, hi=local.hi)
+            lo=local.lo, hi=local.hi, wraps=local.wraps)
 
         name_ports(self, name)

@@ -1,79 +1,68 @@
-"""DRAM engine: DataMoves between local memory (port B) and DRAM0/DRAM1, in program order.
+"""DRAM engine: DataMoves between local memory (port B) and DRAM0/DRAM1.
 
 Each DRAM port of the core is a :class:`~tcu_hw.blocks.stream.DramPort` (core side): a
 request stream (``write``, ``addr`` = vector address, ``len`` = vectors − 1; served in
 order), the read data stream and the write data stream (one vector per transfer, in request
 order; write data may precede its request).
 
-Structure::
+Structure: one channel per DRAM port, sharing local port B::
 
-    queue (in-flight table) ──▶ request generator ──▶ dramK_req        (runs ahead)
-          │
-          └──────────────────▶ local side ◀─ dramK_rdata ── local port B write
-                                          ─▶ local port B read ─▶ skid ─▶ dramK_wdata
+               ┌▶ channel 0: queue ─▶ request generator ──────────▶ dram0_req   (runs ahead)
+    moves ─────┤              └─────▶ local side ◀─ dram0_rdata / ─▶ dram0_wdata
+    (by port,  │                          │
+    range      └▶ channel 1: (the same, DRAM1)                        ▼
+    checked)                           port B arbiter (round robin) ─▶ local port B
+                                          └─ read data ─▶ skid of the reading channel
 
-A move with DRAM stride code 0 is one transfer of size+1 vectors (split in two only where the
-vector address wraps around the DRAM's address width); a strided move is size+1 one-vector
-transfers. The request generator walks the queue ahead of the local side, so the requests of
-later moves overlap the data of earlier ones. A queue entry leaves when its requests are
-issued and the local side has moved all its vectors; until then its local range is visible
-to the dispatcher (``entries``).
+The two DRAMs are separate memories, so the channels run at once: a load of weights from
+DRAM1 and a load of inputs from DRAM0 arrive together. A move enters its channel only when
+its local range does not overlap (with a writer among the two) a move still in the other
+channel, so moves on different ports only reorder when they touch different local words;
+and stores (local → DRAM) stay in program order across the ports, so the host's flush probe
+(a DRAM0 store, TCU.md §7) still follows the data of every earlier store.
+Within a channel moves run in program order. A move with DRAM stride code 0 is one transfer
+of size+1 vectors (split in two only where the vector address wraps around the DRAM's
+address width); a strided move is size+1 one-vector transfers. The request generator walks
+its queue ahead of the local side, so the requests of later moves overlap the data of
+earlier ones. A queue entry leaves when its requests are issued and the local side has moved
+all its vectors; until then its local range is visible to the dispatcher (``entries``).
 """
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pyrtl
-from pyrtl import Const, Register
+from pyrtl import Const, Register, WireVector
 
 from ..isa import Layout, clog2
-from .decoder import dram_struct, stride_step
-from .stream import SINK, DramPort, RamPort, RegFifo, Stream, Struct, connect, fit, named
+from .decoder import dram_struct, pending, stride_step
+from .stream import SINK, DramPort, RamPort, RegFifo, Stream, Struct, fit, named
 
 
-class DramEngine:
-    """Runs DataMoves between local memory and the two DRAM ports, in program order.
+def _must_wait(new, entries, struct) -> WireVector:
+    """``new`` (a record) must wait for the other channel's valid ``entries``: their local
+    ranges overlap and one writes, or both are stores (local → DRAM)."""
+    hit = Const(0, 1)
+    for entry in entries:
+        e = struct.unpack(entry.record)
+        overlap = (new.lo <= e.hi) & (e.lo <= new.hi)
+        hit = hit | (entry.valid & ((overlap & (new.writes | e.writes)) |
+                                    (~new.to_local & ~e.to_local)))
+    return hit
 
-    Args:
-        layout: the instruction :class:`~tcu_hw.isa.Layout` (DRAM address widths and the
-            record widths).
-        vector_bits: bits of one vector (n·W).
-        queue_depth: moves in flight (the in-flight table).
-        name: prefix of the wires and registers (the DRAM ports are ``<name>0``,
-            ``<name>1``).
 
-    Ports:
-        moves: :class:`~tcu_hw.blocks.stream.Stream` sink of
-            :func:`~tcu_hw.blocks.decoder.dram_struct` records (DataMoves).
-        dram0, dram1: :class:`~tcu_hw.blocks.stream.DramPort` (core side; ``ports`` = both):
-            ``req.addr`` has max(Dk, 1) bits (the layout's DRAMk address width),
-            ``req.len`` the hardware size width, data n·W.
-        local: :class:`~tcu_hw.blocks.stream.RamPort` (user side) to local memory port B.
-        entries: list of ``valid`` (1) / ``record`` (packed) outputs: the queue, for the
-            dispatcher's range checks.
-        idle: output (1), nothing queued or in flight.
-        busy: output (1), a vector moved on port B this cycle.
-        stall: output (1), a move is waiting (not moving, not requesting).
-        port_b_valid, port_b_ready: outputs (1), status (not a handshake): local port B
-            wanted / granted, the pair the sampler records.
+class _Channel:
+    """The moves of one DRAM port, in order: queue, request generator, local side. The local
+    side asks for port B (``want``) and moves a vector when ``grant``ed."""
 
-    Latency: an enqueued move's first request goes out two cycles after it enters the queue;
-    a vector read from local memory reaches ``wdata`` two cycles after its read address.
-    """
-
-    def __init__(self, layout: Layout, vector_bits: int, queue_depth: int = 4,
-                 name: str = "dram") -> None:
-        vec = vector_bits
+    def __init__(self, layout: Layout, vec: int, port: int, queue_depth: int, name: str,
+                 engine: str) -> None:
         f = layout.hardware
-        lay = layout
-        dbits = [max(lay.D0, 1), max(lay.D1, 1)]
+        dbits = max(layout.D1 if port else layout.D0, 1)
         rec = dram_struct(layout)
-        self.moves = Stream(rec, f"{name}_moves", SINK)
-        q = RegFifo(rec, queue_depth, f"{name}_queue")
-        connect(self.moves.flipped(), q.enq)
-        self.entries = q.entries
-        self.dram0, self.dram1 = (DramPort(dbits[k], f.size, vec, f"{name}{k}", side="core")
-                                  for k in range(2))
-        self.local = local = RamPort(f.L, vec, f"{name}_local", side="user")
+        self.q = q = RegFifo(rec, queue_depth, f"{name}_queue")
+        self.dram = p = DramPort(dbits, f.size, vec, f"{engine}{port}", side="core")
 
         # ------------------------------------------------------------------ requests
         pbits = max(clog2(queue_depth + 1), 1)
@@ -88,7 +77,7 @@ class DramEngine:
         rg = sel = rec.unpack(pyrtl.mux(req_ptr, *datas, default=Const(0, rec.width)))
 
         # the instruction being requested stays at req_ptr until done
-        mask = pyrtl.select(rg.port, Const((1 << dbits[1]) - 1, f.D), Const((1 << dbits[0]) - 1, f.D))
+        mask = Const((1 << dbits) - 1, f.D)
         contiguous = rg.ds == 0
         room = (mask - rg_addr)[:f.D]                             # vectors before the wrap - 1
         left_m1 = (rg_left - 1)[:f.size + 1]
@@ -96,11 +85,8 @@ class DramEngine:
             max(f.D, f.size + 1) + 1)
         length = pyrtl.select(contiguous, pyrtl.select(fits, left_m1[:f.size], fit(room, f.size)),
                               Const(0, f.size))
-        req_fire = Const(0, 1)
-        for k, p in enumerate(self.ports):
-            mine = rg_active & (rg.port == k)
-            p.req.drive(mine, write=~rg.to_local, addr=rg_addr, len=length)
-            req_fire = req_fire | p.req.fire
+        p.req.drive(rg_active, write=~rg.to_local, addr=rg_addr, len=length)
+        req_fire = p.req.fire
         moved = (length.zero_extended(f.size + 1) + 1)[:f.size + 1]
         rg_done = req_fire & (moved == rg_left)
         start = ~rg_active & sel_valid
@@ -120,35 +106,28 @@ class DramEngine:
         ls_step = Register(f.L, f"{name}_ls_step")
         ls_finished = Register(1, f"{name}_ls_finished")       # head moved, awaiting its pop
         ls_start = q.deq.valid & ~ls_active & ~ls_finished
-        # skid buffer for write data: (port, data)
-        skid = RegFifo(Struct(data=vec, port=1), 3, f"{name}_skid")
+        skid = RegFifo(vec, 3, f"{name}_skid")                  # write data
         inflight = Register(1, f"{name}_read_inflight")
-        inflight_port = Register(1, f"{name}_read_port")
+        self.local_wait = WireVector(1, f"{name}_local_wait")
+        self.grant = WireVector(1, f"{name}_grant")
+        self.rdata = WireVector(vec, f"{name}_port_b_rdata")
 
         reading = ls_active & head.to_local                      # DRAM -> local
         writing = ls_active & ~head.to_local                     # local -> DRAM
-        rfire = Const(0, 1)
-        rdata = Const(0, vec)
-        for k, p in enumerate(self.ports):
-            take = reading & (head.port == k)
-            p.rdata.ready <<= take
-            rfire = rfire | p.rdata.fire
-            rdata = pyrtl.select(take, p.rdata.payload.data, rdata)
         room_skid = (skid.count + inflight) <= 2
-        rd_issue = writing & room_skid
+        can_read = writing & room_skid & ~self.local_wait
+        self.want = named((reading & p.rdata.valid) | can_read, f"{name}_want")
+        p.rdata.ready <<= reading & self.grant
+        rfire = p.rdata.fire
+        rd_issue = can_read & self.grant
         step_now = rfire | rd_issue
-        local.addr <<= ls_addr
-        local.write <<= rfire
-        local.wdata <<= rdata
-        skid.enq.drive(inflight, port=inflight_port, data=local.rdata)
+        self.addr, self.write = ls_addr, rfire
+        self.wdata = p.rdata.payload.data
+        skid.enq.drive(inflight, data=self.rdata)
         inflight.next <<= rd_issue
-        inflight_port.next <<= head.port
         out = skid.deq
-        skid_fire = Const(0, 1)
-        for k, p in enumerate(self.ports):
-            p.wdata.drive(out.valid & (out.payload.port == k), data=out.payload.data)
-            skid_fire = skid_fire | p.wdata.fire
-        out.ready <<= skid_fire
+        p.wdata.drive(out.valid, data=out.data)
+        out.ready <<= p.wdata.ready
 
         ls_last = step_now & (ls_left == 1)
         ls_active.next <<= ls_start | (ls_active & ~ls_last)
@@ -166,12 +145,113 @@ class DramEngine:
         ls_finished.next <<= done_now & ~pop
         req_ptr.next <<= (req_ptr + rg_done - pop)[:pbits]
 
+        # local addresses still to be written by DRAM -> local moves: the head from its
+        # current address on (the whole run if it wraps), the entries behind it whole
+        self.local_addr = named(ls_addr, f"{name}_next_local_addr")
+        self.local_writes = []
+        for i, entry in enumerate(q.entries):
+            e = rec.unpack(entry.record)
+            valid, lo = entry.valid & e.writes, e.lo
+            if i == 0:
+                valid = valid & ~ls_finished
+                lo = pyrtl.select(ls_active & ~e.wraps, ls_addr, e.lo)
+            self.local_writes.append(SimpleNamespace(
+                valid=named(valid, f"{name}_pending_write{i}_valid"),
+                lo=named(lo, f"{name}_pending_write{i}_lo"),
+                hi=named(e.hi, f"{name}_pending_write{i}_hi")))
+
+        self.busy = step_now
+        self.stall = (q.deq.valid | rg_active) & ~step_now & ~req_fire
+        self.idle = ~q.deq.valid & ~skid.deq.valid & ~inflight
+        self.port_b_valid = ls_active
+
+
+class DramEngine:
+    """Runs DataMoves between local memory and the two DRAM ports: in program order on each
+    port, both ports at once.
+
+    Args:
+        layout: the instruction :class:`~tcu_hw.isa.Layout` (DRAM address widths and the
+            record widths).
+        vector_bits: bits of one vector (n·W).
+        queue_depth: moves in flight per port (each channel's in-flight table).
+        name: prefix of the wires and registers (the DRAM ports are ``<name>0``,
+            ``<name>1``, the channels ``<name>_c0``, ``<name>_c1``).
+
+    Ports:
+        moves: :class:`~tcu_hw.blocks.stream.Stream` sink of
+            :func:`~tcu_hw.blocks.decoder.dram_struct` records (DataMoves); ``ready`` also
+            waits while the move's local range conflicts with a move of the other port, or
+            while it is a store and the other port still has one.
+        dram0, dram1: :class:`~tcu_hw.blocks.stream.DramPort` (core side; ``ports`` = both):
+            ``req.addr`` has max(Dk, 1) bits (the layout's DRAMk address width),
+            ``req.len`` the hardware size width, data n·W.
+        local: :class:`~tcu_hw.blocks.stream.RamPort` (user side) to local memory port B.
+        entries: list of ``valid`` (1) / ``record`` (packed) outputs: both queues, for the
+            dispatcher's range checks.
+        local_writes: list of ``valid`` (1) / ``lo`` / ``hi`` (L bits) outputs: the
+            local-memory ranges DRAM→local moves have still to write (a running move's from
+            its current address on), for reads chained behind them (:meth:`wait_for`).
+        idle: output (1), nothing queued or in flight.
+        busy: output (1), a vector moved on port B this cycle.
+        stall: output (1), a move is waiting (neither port moving nor requesting).
+        port_b_valid, port_b_ready: outputs (1), status (not a handshake): local port B
+            wanted / granted, the pair the sampler records.
+
+    Latency: an enqueued move's first request goes out two cycles after it enters the queue;
+    a vector read from local memory reaches ``wdata`` two cycles after its read address.
+    """
+
+    def __init__(self, layout: Layout, vector_bits: int, queue_depth: int = 4,
+                 name: str = "dram") -> None:
+        vec = vector_bits
+        f = layout.hardware
+        rec = dram_struct(layout)
+        self.moves = Stream(rec, f"{name}_moves", SINK)
+        ch = self.channels = [_Channel(layout, vec, k, queue_depth, f"{name}_c{k}", name)
+                              for k in range(2)]
+        self.dram0, self.dram1 = (c.dram for c in ch)
+        self.local = local = RamPort(f.L, vec, f"{name}_local", side="user")
+        self.entries = ch[0].q.entries + ch[1].q.entries
+        self.local_writes = ch[0].local_writes + ch[1].local_writes
+
+        # ------------------------------------------------------------------ moves in
+        new = self.moves.payload
+        to1 = new.port
+        cross = named(pyrtl.select(to1, _must_wait(new, ch[0].q.entries, rec),
+                                   _must_wait(new, ch[1].q.entries, rec)), f"{name}_cross_wait")
+        for k, c in enumerate(ch):
+            mine = to1 if k else ~to1
+            c.q.enq.drive(self.moves.valid & mine & ~cross, self.moves.data)
+        self.moves.ready <<= ~cross & pyrtl.select(to1, ch[1].q.enq.ready, ch[0].q.enq.ready)
+
+        # ------------------------------------------------------------------ port B arbiter
+        prio = Register(1, f"{name}_port_b_prio")                # 1: channel 1 first on a tie
+        ch[0].grant <<= ~ch[1].want | ~prio
+        ch[1].grant <<= ~ch[0].want | prio
+        prio.next <<= pyrtl.select(ch[0].want & ch[1].want, ~prio, prio)
+        use1 = ch[1].want & ch[1].grant
+        local.addr <<= pyrtl.select(use1, ch[1].addr, ch[0].addr)
+        local.write <<= ch[0].write | ch[1].write
+        local.wdata <<= pyrtl.select(ch[1].write, ch[1].wdata, ch[0].wdata)
+        for c in ch:
+            c.rdata <<= local.rdata
+
         # ------------------------------------------------------------------ status
-        self.busy = named(step_now, f"{name}_busy")
-        self.stall = named((q.deq.valid | rg_active) & ~step_now & ~req_fire, f"{name}_stall")
-        self.idle = named(~q.deq.valid & ~skid.deq.valid & ~inflight, f"{name}_idle")
-        self.port_b_valid = named(ls_active, f"{name}_port_b_valid")
-        self.port_b_ready = named(step_now, f"{name}_port_b_ready")
+        moving = ch[0].busy | ch[1].busy
+        self.busy = named(moving, f"{name}_busy")
+        self.stall = named((ch[0].stall | ch[1].stall) & ~moving, f"{name}_stall")
+        self.idle = named(ch[0].idle & ch[1].idle, f"{name}_idle")
+        self.port_b_valid = named(ch[0].port_b_valid | ch[1].port_b_valid,
+                                  f"{name}_port_b_valid")
+        self.port_b_ready = named(moving, f"{name}_port_b_ready")
+
+    def wait_for(self, ranges) -> None:
+        """Chain the local reads of local→DRAM moves behind ``ranges`` (``valid``/``lo``/``hi``
+        records of local words an earlier instruction has still to write, e.g. the compute
+        unit's ``local_writes``); ``[]`` when nothing is chained. Call once."""
+        for c in self.channels:
+            c.local_wait <<= pending(c.local_addr, ranges)
 
     @property
     def ports(self) -> tuple[DramPort, DramPort]:

@@ -172,3 +172,80 @@ def probe_safe(arch: Architecture, program):
             bad = True
         out.append(NoOp() if bad else ins)
     return out
+
+
+#: kinds of :func:`window_programs`: local-memory traffic between the two units
+WINDOW_KINDS = ("load", "load", "load", "store", "store", "matmul", "matmul", "loadweights",
+                "to_acc", "from_acc", "simd", "loadlut")
+
+
+def window_instruction(arch: Architecture, kind: str, seed: int, window: int = 24):
+    """One valid instruction of ``kind`` whose local run falls in the first ``window`` words
+    (or, sometimes, wraps around the end of a power-of-two local memory), so that DRAM moves
+    and compute instructions keep reading and writing each other's words."""
+    rng = np.random.default_rng(seed)
+    lay, n = arch.layout, arch.array_size
+    depth = arch.local_depth
+
+    def local_run(max_size):
+        stride = int(rng.integers(0, min(arch.stride0_depth, 3)))
+        size = int(rng.integers(0, max_size + 1))
+        span = size * (1 << stride) + 1
+        if depth == 1 << lay.L and rng.random() < 0.1:        # a run that wraps around
+            return depth - int(rng.integers(1, span + 1)), stride, size
+        size = min(size, max(0, (window - 1) >> stride))
+        span = size * (1 << stride) + 1
+        return int(rng.integers(0, max(1, window - span + 1))), stride, size
+
+    def other_run(size, depth_other, stride_depth):
+        stride = int(rng.integers(0, min(stride_depth, 3))) if rng.random() < 0.4 else 0
+        span = size * (1 << stride) + 1
+        return int(rng.integers(0, max(1, min(depth_other, 48) - span + 1))), stride
+
+    if kind in ("load", "store"):
+        port = int(rng.integers(0, 2))
+        k = [[DataMoveKind.DRAM0_TO_LOCAL, DataMoveKind.DRAM1_TO_LOCAL],
+             [DataMoveKind.LOCAL_TO_DRAM0, DataMoveKind.LOCAL_TO_DRAM1]][kind == "store"][port]
+        la, ls, size = local_run(12)
+        da, ds = other_run(size, arch.dram1_depth if port else arch.dram0_depth,
+                           arch.stride1_depth)
+        return DataMove(k, la, ls, da, ds, size)
+    if kind in ("to_acc", "from_acc"):
+        k = DataMoveKind.ACC_TO_LOCAL if kind == "from_acc" else \
+            [DataMoveKind.LOCAL_TO_ACC, DataMoveKind.LOCAL_TO_ACC_ACCUMULATE][int(rng.integers(0, 2))]
+        la, ls, size = local_run(8)
+        aa, as_ = other_run(size, arch.accumulator_depth, arch.stride1_depth)
+        return DataMove(k, la, ls, aa, as_, size)
+    if kind == "matmul":
+        la, ls, size = local_run(10)
+        aa, as_ = other_run(size, arch.accumulator_depth, arch.stride1_depth)
+        return MatMul(la, ls, aa, as_, size, bool(rng.random() < 0.5), bool(rng.random() < 0.1))
+    if kind == "loadweights":
+        la, ls, size = local_run(n)
+        return LoadWeights(la, ls, size, bool(rng.random() < 0.15))
+    if kind == "loadlut" and arch.lut_count:
+        vectors = math.ceil(arch.lut_depth / n)
+        la = int(rng.integers(0, max(1, window - vectors + 1)))
+        return LoadLUT(la, 0, int(rng.integers(0, arch.lut_count)))
+    regs = arch.simd_registers_depth
+    return SIMD(int(rng.choice([2, 3, 5, 10, 15])), int(rng.integers(0, regs + 1)),
+                int(rng.integers(0, regs + 1)), int(rng.integers(0, regs + 1)),
+                read_address=int(rng.integers(0, min(arch.accumulator_depth, 48))),
+                write_address=int(rng.integers(0, min(arch.accumulator_depth, 48))),
+                read=True, write=bool(rng.random() < 0.8), accumulate=bool(rng.random() < 0.3))
+
+
+@st.composite
+def window_programs(draw, arch: Architecture, min_length: int = 10, max_length: int = 50):
+    """Programs whose instructions crowd a small local window (:func:`window_instruction`):
+    loads on both DRAM ports that compute instructions read while they still run, stores of
+    what acc→local moves still write, under random DRAM timing."""
+    steps = draw(st.lists(st.tuples(st.sampled_from(WINDOW_KINDS), st.integers(0, 2 ** 32 - 1)),
+                          min_size=min_length, max_size=max_length))
+    program = [window_instruction(arch, kind, seed) for kind, seed in steps]
+    images = make_images(arch, draw(st.integers(0, 2 ** 32 - 1)))
+    timing = DramTiming(latency=draw(st.sampled_from([0, 1, 3, 8, 20])),
+                        cycles_per_vector=draw(st.sampled_from([1, 1, 3])),
+                        stall_probability=draw(st.sampled_from([0.0, 0.3, 0.7])),
+                        seed=draw(st.integers(1, 1000)))
+    return program, images, timing

@@ -15,12 +15,12 @@ from hypothesis import HealthCheck, given, settings
 from sim.compare import Images, compare
 from sim.conformance import speech_case, xor_case
 from sim.pyrtl_backend import DramTiming, cached_core
-from tcu_hw.arch import Architecture
+from tcu_hw.arch import Architecture, Options
 from tcu_hw.isa import (SIMD, Configure, ConfigRegister, DataMove, DataMoveKind as K, Illegal,
                         LoadLUT, LoadWeights, MatMul, NoOp, SimdOp, flush_probe)
 
 from ..conftest import requires_gcc, shared_path
-from .programs import make_images, programs
+from .programs import make_images, programs, window_programs
 
 pytestmark = requires_gcc
 
@@ -138,6 +138,63 @@ def test_random_programs(arch_name):
         check(arch, program, images, timing)
 
     run()
+
+
+@pytest.mark.parametrize("arch_name", ["n2_fp16", "n4_fp8_odd_depths_lut", "n8_fp16"])
+def test_random_chained_programs(arch_name):
+    """Loads on both ports read while they run, stores of what acc→local moves still write,
+    runs that wrap around local memory: every read chained behind a write sees it."""
+    arch = ARCHS[arch_name]
+    cached_core(arch)
+
+    @settings(max_examples=60, deadline=None, derandomize=True,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @given(window_programs(arch))
+    def run(case):
+        program, images, timing = case
+        check(arch, program, images, timing)
+
+    run()
+
+
+def _cycles(arch, program, images, options=None, timing=DramTiming(latency=20)):
+    diffs, result = compare(program, images, cached_core(arch, options), timing)
+    assert not diffs, "\n".join(diffs)
+    return result.cycles
+
+
+def test_reads_stream_behind_the_load_that_fills_them():
+    """A MatMul over a 200-vector load starts with the load's first vectors (chained), not
+    after its last; a store follows the acc→local move that fills it. Without chaining the
+    same program is bit-exact and waits for each whole move."""
+    arch = THROUGHPUT_ARCH
+    n = arch.array_size
+    program = [LoadWeights(0, 0, n), DataMove(K.DRAM0_TO_LOCAL, 100, 0, 0, 0, 199),
+               MatMul(100, 0, 0, 0, 199), DataMove(K.ACC_TO_LOCAL, 400, 0, 0, 0, 199),
+               DataMove(K.LOCAL_TO_DRAM1, 400, 0, 0, 0, 199)]
+    rng = np.random.default_rng(2)
+    images = Images(local={0: rng.integers(-300, 300, (1024, n))},
+                    dram0={0: rng.integers(-300, 300, (2048, n))})
+    chained = _cycles(arch, program, images)
+    waiting = _cycles(arch, program, images, Options(chained_hazards=False))
+    assert chained < 3 * 200 + 100 < waiting
+
+
+def test_both_dram_ports_load_at_once():
+    """Strided weights from DRAM1 and inputs from DRAM0 (Tensil's dense layers) arrive
+    together: with each DRAM at half the rate of local port B, the two loads take about as
+    long as the longer one."""
+    arch = THROUGHPUT_ARCH
+    n = arch.array_size
+    weights = DataMove(K.DRAM1_TO_LOCAL, 0, 0, 0, 1, 119)            # one-vector transfers
+    inputs = DataMove(K.DRAM0_TO_LOCAL, 400, 0, 0, 0, 99)
+    rng = np.random.default_rng(3)
+    images = Images(dram0={0: rng.integers(-300, 300, (2048, n))},
+                    dram1={0: rng.integers(-300, 300, (256, n))})
+    slow = DramTiming(latency=20, cycles_per_vector=2)          # each DRAM: half of port B
+    alone = _cycles(arch, [weights], images, timing=slow)
+    both = _cycles(arch, [weights, inputs], images, timing=slow)
+    assert both <= alone + 10
 
 
 def test_dram_write_waits_for_compute_reads():
