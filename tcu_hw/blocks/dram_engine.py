@@ -202,7 +202,7 @@ class DramEngine:
     a vector read from local memory reaches ``wdata`` two cycles after its read address.
     """
 
-    def __init__(self, layout: Layout, vector_bits: int, queue_depth: int = 4,
+    def __init__(self, layout: Layout, vector_bits: int, queue_depth: int = 2,
                  name: str = "dram") -> None:
         vec = vector_bits
         f = layout.hardware
@@ -259,6 +259,6 @@ class DramEngine:
         return self.dram0, self.dram1
 
     @classmethod
-    def from_arch(cls, arch, queue_depth: int = 4, name: str = "dram") -> "DramEngine":
+    def from_arch(cls, arch, queue_depth: int = 2, name: str = "dram") -> "DramEngine":
         """The DRAM engine of an :class:`~tcu_hw.arch.Architecture`."""
         return cls(arch.layout, arch.array_size * arch.dtype.width, queue_depth, name)
