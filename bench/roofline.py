@@ -19,7 +19,8 @@ ultra96v2. For every layer of the compiled program it prints
   first and next layer's first instruction (so a layer's queued work may shift a little
   into its neighbour; the total is exact);
 * ``idle``: measured cycles in which the compute unit issued nothing, and the stall counters
-  over the layer: waiting on a local-memory hazard, on DRAM, on the decoder.
+  over the layer: waiting at dispatch on a local-memory hazard (``hazard``), a chained read
+  waiting for a DRAM load to write its word (``chain``), DRAM, the decoder.
 
 ``--plot`` draws the same split as stacked bars (needs matplotlib: ``pip install
 matplotlib``). Not a test.
@@ -82,14 +83,15 @@ def report(c, res, bounds) -> list[dict]:
                      "beats128": d["dram"] * beat, "est": st.cycles,
                      "cycles": delta["cycles"],
                      "idle": delta["cycles"] - delta["compute_issue"],
-                     "hazard": delta["hazard_stall"], "dram_stall": delta["dram_stall"],
+                     "hazard": delta["hazard_stall"], "chain": delta["chain_stall"],
+                     "dram_stall": delta["dram_stall"],
                      "decoder": delta["decoder_stall"]})
     return rows
 
 
 def print_table(rows, total: int, macs: int, n: int) -> None:
     cols = ["floor", "matmul", "weights", "moves", "simd", "dram", "beats128", "est",
-            "cycles", "idle", "hazard", "dram_stall", "decoder"]
+            "cycles", "idle", "hazard", "chain", "dram_stall", "decoder"]
     print(f"{'layer':<24}" + "".join(f"{c:>11}" for c in cols))
     for r in rows:
         print(f"{r['layer'][:24]:<24}" + "".join(f"{int(round(r[c])):>11,}" for c in cols))
@@ -100,7 +102,8 @@ def print_table(rows, total: int, macs: int, n: int) -> None:
           f"{floor:,.0f} cycles ({100 * floor / total:.1f}% of MAC peak). Beyond the floor: "
           f"padding {sums['matmul'] - floor:,.0f}, weight pushes {sums['weights']:,}, "
           f"acc↔local moves {sums['moves']:,}, SIMD {sums['simd']:,}, idle "
-          f"{sums['idle']:,} (hazard waits {sums['hazard']:,}, DRAM {sums['dram_stall']:,}, "
+          f"{sums['idle']:,} (hazard waits {sums['hazard']:,}, chained reads waiting "
+          f"{sums['chain']:,}, DRAM {sums['dram_stall']:,}, "
           f"decoder {sums['decoder']:,}).")
 
 

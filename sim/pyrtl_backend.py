@@ -39,8 +39,8 @@ from .pyrtl_sim import ArraySimulation
 
 #: Counters the testbench keeps (32-bit), in output order.
 COUNTERS = ("cycles", "dispatched", "compute_issue", "compute_stall", "matmul_vectors",
-            "dram_busy", "dram_stall", "decoder_stall", "hazard_stall", "tracepoint_cycles",
-            "timeout_cycles")
+            "dram_busy", "dram_stall", "decoder_stall", "hazard_stall", "chain_stall",
+            "tracepoint_cycles", "timeout_cycles")
 
 
 class SimulationHang(TcuError):
@@ -135,7 +135,7 @@ class PyrtlCore:
                       "compute_issue": st.compute_issue, "compute_stall": st.compute_stall,
                       "matmul_vectors": st.matmul, "dram_busy": st.dram_busy,
                       "dram_stall": st.dram_stall, "decoder_stall": st.decoder_stall,
-                      "hazard_stall": st.hazard_stall,
+                      "hazard_stall": st.hazard_stall, "chain_stall": st.chain_stall,
                       "tracepoint_cycles": core.tracepoint & ~done,
                       "timeout_cycles": core.timeout}
             for name in COUNTERS:

@@ -117,7 +117,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"  compute:        {c['compute_issue']:,} issuing, {c['compute_stall']:,} "
                   f"stalled; MatMul vectors {c['matmul_vectors']:,}", file=err)
             print(f"  DRAM engine:    {c['dram_busy']:,} moving, {c['dram_stall']:,} stalled; "
-                  f"hazard waits {c['hazard_stall']:,}", file=err)
+                  f"hazard waits {c['hazard_stall']:,}, chained reads waiting "
+                  f"{c.get('chain_stall', 0):,}", file=err)
             print(f"  error flag:     {stats['error']}"
                   + (f" (first at pc {stats['error_pc']})" if stats["error"] else ""), file=err)
         else:

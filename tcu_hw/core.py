@@ -51,7 +51,7 @@ from pyrtl import Const, Register, WireVector
 from .arch import Architecture, Options
 from .blocks.compute import ComputeUnit
 from .blocks.config_registers import ConfigRegisters
-from .blocks.decoder import Decoder, compute_struct, dram_struct
+from .blocks.decoder import Decoder, compute_struct, dram_struct, local_conflict
 from .blocks.dram_engine import DramEngine
 from .blocks.local_memory import LocalMemory
 from .blocks.sampler import Sampler
@@ -60,14 +60,10 @@ from .isa import ConfigRegister
 
 
 def _conflict(new, entries, struct, chained: bool) -> WireVector:
-    """New local range vs in-flight entries: overlap and at least one of the two writes; with
-    ``chained``, only where the new instruction writes (its reads are checked per vector)."""
+    """New local range vs in-flight entries (:func:`~tcu_hw.blocks.decoder.local_conflict`)."""
     hit = Const(0, 1)
     for entry in entries:
-        e = struct.unpack(entry.record)
-        overlap = (new.lo <= e.hi) & (e.lo <= new.hi)
-        writes = new.writes if chained else new.writes | e.writes
-        hit = hit | (entry.valid & e.uses & overlap & writes)
+        hit = hit | (entry.valid & local_conflict(new, struct.unpack(entry.record), chained))
     return new.uses & hit
 
 
@@ -142,7 +138,8 @@ class Core:
         self.idle = named(~d_valid & cu.idle & de.idle, "core_idle")
         self.status = SimpleNamespace(
             dispatch=dispatch, decoder_stall=d_valid & ~dispatch,
-            compute_issue=cu.issue, compute_stall=cu.stall, matmul=cu.uop_matmul,
+            compute_issue=cu.issue, compute_stall=cu.stall, chain_stall=cu.chain_stall,
+            matmul=cu.uop_matmul,
             dram_busy=de.busy, dram_stall=de.stall,
             hazard_stall=d_valid & ((dec.to_compute & compute_conflict) |
                                     (dec.to_dram & dram_conflict)),

@@ -74,6 +74,7 @@ class ComputeUnit:
         idle: output (1), nothing queued or in flight.
         issue: output (1), a micro-op issued this cycle.
         stall: output (1), work waiting.
+        chain_stall: output (1), waiting only for a chained local read (``local_wait``).
         uop_matmul: output (1), a MatMul vector entered the array.
         array_busy, acc_busy: outputs (1), activity of the array and the accumulators.
         port_a_valid, port_a_ready: outputs (1), status (not a handshake): local port A
@@ -224,6 +225,8 @@ class ComputeUnit:
         self.idle = named(~act_valid & ~deq.valid & ~in_flight, f"{name}_idle")
         self.issue = issue
         self.stall = named(act_valid & ~issue, f"{name}_stall")
+        self.chain_stall = named(act_valid & stall_chain & ~(stall_port | stall_acc | stall_push),
+                                 f"{name}_chain_stall")
         self.uop_matmul = named(t1c[MM], f"{name}_uop_matmul")
         self.array_busy = named(array.output.valid | t1_writes_acc, f"{name}_array_busy")
         self.acc_busy = named(acc.busy, f"{name}_acc_busy")

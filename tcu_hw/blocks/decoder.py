@@ -76,6 +76,15 @@ def address_run(base: WireVector, stride: WireVector, size: WireVector, bits: in
         wraps=~same & ~fits, first=b, last=pyrtl.select(same, b, end[:bits]))
 
 
+def local_conflict(new, e, chained: bool = False) -> WireVector:
+    """Local-memory hazard between a new instruction's range ``new`` and an in-flight one's
+    ``e`` (records with ``uses``, ``writes``, ``lo``, ``hi``): the ranges overlap and at least
+    one of the two writes; with ``chained``, only where the new one writes (its reads wait
+    per word instead, see :func:`pending`). ``new.uses`` is left to the caller."""
+    overlap = (new.lo <= e.hi) & (e.lo <= new.hi)
+    return e.uses & overlap & (new.writes if chained else new.writes | e.writes)
+
+
 def pending(addr: WireVector, ranges) -> WireVector:
     """1 when ``addr`` lies in one of the valid ``ranges`` (records with ``valid``, ``lo`` and
     ``hi``: local words an earlier instruction has still to write), for chained reads."""

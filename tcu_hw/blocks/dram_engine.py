@@ -36,7 +36,7 @@ import pyrtl
 from pyrtl import Const, Register, WireVector
 
 from ..isa import Layout, clog2
-from .decoder import dram_struct, pending, stride_step
+from .decoder import dram_struct, local_conflict, pending, stride_step
 from .stream import SINK, DramPort, RamPort, RegFifo, Stream, Struct, fit, named
 
 
@@ -46,9 +46,7 @@ def _must_wait(new, entries, struct) -> WireVector:
     hit = Const(0, 1)
     for entry in entries:
         e = struct.unpack(entry.record)
-        overlap = (new.lo <= e.hi) & (e.lo <= new.hi)
-        hit = hit | (entry.valid & ((overlap & (new.writes | e.writes)) |
-                                    (~new.to_local & ~e.to_local)))
+        hit = hit | (entry.valid & (local_conflict(new, e) | (~new.to_local & ~e.to_local)))
     return hit
 
 
