@@ -10,7 +10,9 @@ ultra96v2. For every layer of the compiled program it prints
 * ``floor``: MAC-bound cycles, true MACs / n² (what a perfectly fed array needs);
 * ``matmul``: MatMul vectors issued (the floor plus padding: channels that do not fill the
   array, frame columns, tap tiles with few rows);
-* ``weights``: LoadWeights vectors (n + 1 per full tile), pushed through the same issue slot;
+* ``weights``: LoadWeights vectors (n + 1 per full tile), pushed by the weight loader beside
+  the issue slot (``wwait``: measured cycles the slot waited for them, where a tile's
+  MatMuls are shorter than the next tile's pushes);
 * ``moves``/``simd``: accumulator ↔ local vectors and SIMD instructions, also in that slot;
 * ``dram``: vectors moved between DRAM and local memory (the DRAM-bound cycles at one vector
   per cycle; ``beats128`` = 128-bit AXI beats for them);
@@ -20,7 +22,8 @@ ultra96v2. For every layer of the compiled program it prints
   into its neighbour; the total is exact);
 * ``idle``: measured cycles in which the compute unit issued nothing, and the stall counters
   over the layer: waiting at dispatch on a local-memory hazard (``hazard``), a chained read
-  waiting for a DRAM load to write its word (``chain``), DRAM, the decoder.
+  waiting for a DRAM load to write its word (``chain``), DRAM, the decoder; ``wwait`` the
+  compute unit waiting only for weight pushes.
 
 ``--plot`` draws the same split as stacked bars (needs matplotlib: ``pip install
 matplotlib``). Not a test.
@@ -84,6 +87,7 @@ def report(c, res, bounds) -> list[dict]:
                      "cycles": delta["cycles"],
                      "idle": delta["cycles"] - delta["compute_issue"],
                      "hazard": delta["hazard_stall"], "chain": delta["chain_stall"],
+                     "wwait": delta["weight_wait"],
                      "dram_stall": delta["dram_stall"],
                      "decoder": delta["decoder_stall"]})
     return rows
@@ -91,7 +95,7 @@ def report(c, res, bounds) -> list[dict]:
 
 def print_table(rows, total: int, macs: int, n: int) -> None:
     cols = ["floor", "matmul", "weights", "moves", "simd", "dram", "beats128", "est",
-            "cycles", "idle", "hazard", "chain", "dram_stall", "decoder"]
+            "cycles", "idle", "hazard", "chain", "wwait", "dram_stall", "decoder"]
     print(f"{'layer':<24}" + "".join(f"{c:>11}" for c in cols))
     for r in rows:
         print(f"{r['layer'][:24]:<24}" + "".join(f"{int(round(r[c])):>11,}" for c in cols))
@@ -100,11 +104,11 @@ def print_table(rows, total: int, macs: int, n: int) -> None:
     floor = macs / n ** 2
     print(f"\n{total:,} cycles for {macs / 1e6:.2f} M MACs on {n}×{n}: the MAC floor is "
           f"{floor:,.0f} cycles ({100 * floor / total:.1f}% of MAC peak). Beyond the floor: "
-          f"padding {sums['matmul'] - floor:,.0f}, weight pushes {sums['weights']:,}, "
-          f"acc↔local moves {sums['moves']:,}, SIMD {sums['simd']:,}, idle "
-          f"{sums['idle']:,} (hazard waits {sums['hazard']:,}, chained reads waiting "
-          f"{sums['chain']:,}, DRAM {sums['dram_stall']:,}, "
-          f"decoder {sums['decoder']:,}).")
+          f"padding {sums['matmul'] - floor:,.0f}, acc↔local moves {sums['moves']:,}, SIMD "
+          f"{sums['simd']:,}, idle {sums['idle']:,} (hazard waits {sums['hazard']:,}, "
+          f"chained reads waiting {sums['chain']:,}, waiting for weight pushes "
+          f"{sums['wwait']:,}, DRAM {sums['dram_stall']:,}, decoder {sums['decoder']:,}). "
+          f"The {sums['weights']:,} weight vectors are pushed beside the issue slot.")
 
 
 def plot(rows, path: str, title: str) -> None:
@@ -117,7 +121,6 @@ def plot(rows, path: str, title: str) -> None:
     names = [r["layer"] for r in rows]
     parts = [("MAC floor", [r["floor"] for r in rows]),
              ("padding", [max(0.0, r["matmul"] - r["floor"]) for r in rows]),
-             ("weight pushes", [r["weights"] for r in rows]),
              ("acc↔local moves", [r["moves"] for r in rows]),
              ("SIMD", [r["simd"] for r in rows]),
              ("idle", [max(0, r["idle"]) for r in rows])]

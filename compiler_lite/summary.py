@@ -23,21 +23,35 @@ DRAM_KINDS = {DataMoveKind.DRAM0_TO_LOCAL, DataMoveKind.LOCAL_TO_DRAM0,
 
 
 def estimate(instrs, arch) -> tuple[int, int]:
-    """(compute-unit cycles, DRAM-unit cycles) of a run of instructions."""
+    """(compute-unit cycles, DRAM-unit cycles) of a run of instructions.
+
+    The compute unit issues one vector per cycle (MatMul, acc↔local moves, LoadLUT) or one
+    SIMD instruction; its weight loader pushes LoadWeights beside it, starting when the
+    previous tile's first MatMul switches banks, so a tile's MatMul waits only for the pushes
+    that the work since that switch did not cover."""
     compute = dram = 0
+    pushes = since_switch = 0
     lut = lut_vectors(arch.lut_depth, arch.array_size)
     for ins in instrs:
-        if isinstance(ins, (MatMul, LoadWeights)):
-            compute += ins.size + 1
+        work = 0
+        if isinstance(ins, LoadWeights):
+            pushes += ins.size + 1
+        elif isinstance(ins, MatMul):
+            if pushes:
+                compute += max(0, pushes - since_switch)
+                pushes = since_switch = 0
+            work = ins.size + 1
         elif isinstance(ins, DataMove):
             if ins.kind in DRAM_KINDS:
                 dram += ins.size + 1
             else:
-                compute += ins.size + 1
+                work = ins.size + 1
         elif isinstance(ins, SIMD):
-            compute += 1
+            work = 1
         elif isinstance(ins, LoadLUT):
-            compute += lut
+            work = lut
+        compute += work
+        since_switch += work
     return compute, dram
 
 

@@ -402,6 +402,32 @@ def systolic_array() -> Page:
                       lambda: SystolicArray(n, DT, tag_width=2), steps, rows, note)
 
 
+def weight_loader() -> Page:
+    from tcu_hw.blocks.weight_loader import WeightLoader
+    lay = preset("cmoda7").layout
+    common = {"push_ok_next": 1}
+    load = {"loads.valid": 1, "loads.laddr": 12, "loads.size": 3, "loads.uses": 1,
+            "loads.lo": 9, "loads.hi": 12, "loads.epoch": 1}
+    grants = [(0, 0), (0, 0), (1, 0), (0, 1), (0, 1), (1, 0), (1, 0), (0, 0), (0, 0)]
+    steps = []
+    for k, (a, b) in enumerate(grants):
+        step = dict(common, **(load if k == 0 else {}))
+        step["switched_next"] = 0 if k < 2 else 1
+        step["local_a.grant"], step["local_b.grant"] = a, b
+        step["local_a.rdata"] = step["local_b.rdata"] = 0x100 + k
+        steps.append(step)
+    rows = ["loads.valid", "switched_next", "read_addr", "local_a.want", "local_a.grant",
+            "local_b.want", "local_b.grant", "push.valid", ("push.data", "hex"), "done_next"]
+    note = ("A LoadWeights of four vectors (local 12 down to 9) with epoch 1 waits until the "
+            "bank switch before it has happened (`switched_next` = 1); each read then takes "
+            "port A when the compute unit grants it, else asks for port B, and its vector is "
+            "pushed a cycle later (here `rdata` is a made-up word per cycle); `done_next` "
+            "counts the LoadWeights fully pushed.")
+    return block_page("WeightLoader", "tcu_hw.blocks.weight_loader",
+                      "WeightLoader(layout, vector_bits=64)",
+                      lambda: WeightLoader(lay, 64), steps, rows, note)
+
+
 def accumulator() -> Page:
     from tcu_hw.blocks.accumulator import Accumulator
     one = 256
@@ -664,8 +690,10 @@ def core_pages() -> list[Page]:
             ("array.input.valid", cu.array.input.valid, "bit"),
             ("array.weights.valid", cu.array.weights.valid, "bit"),
             ("acc.write.valid", cu.acc.write.valid, "bit")],
-         common + " one micro-op (one vector) issues per cycle; the weight pushes, the 4 MatMul "
-         "vectors and the SIMD and move vectors follow each other; results reach the "
+         common + " the weight loader pushes the tile as the DRAM1 load writes it "
+         "(`array.weights.valid`) while the MatMul waits for its pushes (`stall: push`, after "
+         "its inputs arrived); then one micro-op (one vector) issues per cycle: the 4 MatMul "
+         "vectors, the SIMD and the move vectors follow each other; results reach the "
          "accumulators n cycles after they enter the array.",
          lambda: ComputeUnit(lay, arch.dtype)),
         ("DramEngine", "tcu_hw.blocks.dram_engine", "DramEngine(layout, vector_bits=64)", de, [
@@ -688,7 +716,7 @@ def core_pages() -> list[Page]:
             for name, mod, ctor, inst, rows, note, make in pages]
 
 
-PAGES = [systolic_array, accumulator, simd, local_memory, ram, fixed, axi, axis, sampler,
+PAGES = [systolic_array, weight_loader, accumulator, simd, local_memory, ram, fixed, axi, axis, sampler,
          config_registers]
 
 

@@ -40,7 +40,7 @@ from .pyrtl_sim import ArraySimulation
 #: Counters the testbench keeps (32-bit), in output order.
 COUNTERS = ("cycles", "dispatched", "compute_issue", "compute_stall", "matmul_vectors",
             "dram_busy", "dram_stall", "decoder_stall", "hazard_stall", "chain_stall",
-            "tracepoint_cycles", "timeout_cycles")
+            "weight_pushes", "weight_wait", "tracepoint_cycles", "timeout_cycles")
 
 
 class SimulationHang(TcuError):
@@ -136,6 +136,7 @@ class PyrtlCore:
                       "matmul_vectors": st.matmul, "dram_busy": st.dram_busy,
                       "dram_stall": st.dram_stall, "decoder_stall": st.decoder_stall,
                       "hazard_stall": st.hazard_stall, "chain_stall": st.chain_stall,
+                      "weight_pushes": st.weight_push, "weight_wait": st.weight_wait,
                       "tracepoint_cycles": core.tracepoint & ~done,
                       "timeout_cycles": core.timeout}
             for name in COUNTERS:

@@ -115,7 +115,9 @@ def run(args: argparse.Namespace) -> int:
             c = stats["counters"]
             print(f"  cycles:         {stats['cycles']:,}", file=err)
             print(f"  compute:        {c['compute_issue']:,} issuing, {c['compute_stall']:,} "
-                  f"stalled; MatMul vectors {c['matmul_vectors']:,}", file=err)
+                  f"stalled; MatMul vectors {c['matmul_vectors']:,}; weight vectors pushed "
+                  f"{c.get('weight_pushes', 0):,} (waited for {c.get('weight_wait', 0):,})",
+                  file=err)
             print(f"  DRAM engine:    {c['dram_busy']:,} moving, {c['dram_stall']:,} stalled; "
                   f"hazard waits {c['hazard_stall']:,}, chained reads waiting "
                   f"{c.get('chain_stall', 0):,}", file=err)

@@ -252,6 +252,10 @@ class Options:
     - ``chained_hazards``: an instruction that reads local memory waits per vector for an
       earlier move in the other unit that writes it, instead of for the whole move at
       dispatch (see :mod:`tcu_hw.core`).
+    - ``weight_loader``: LoadWeights run in a weight loader beside the compute sequencer,
+      reading local memory through port B, so the next tile's pushes overlap this tile's
+      MatMuls (see :mod:`tcu_hw.blocks.weight_loader`); False pushes them through the
+      sequencer's one-vector-per-cycle slot.
     """
 
     axi_data_width: int = 64
@@ -260,6 +264,7 @@ class Options:
     sample_block_size: int = 0
     decoder_timeout: int = 100
     chained_hazards: bool = True
+    weight_loader: bool = True
 
     def __post_init__(self) -> None:
         w = self.axi_data_width
@@ -273,9 +278,10 @@ class Options:
         if isinstance(b, bool) or not isinstance(b, int) or not 0 <= b <= 1 << 16:
             raise OptionsError(f"sample block size {b!r} is not allowed; use 0 (no sampler) "
                                f"to 65536")
-        if not isinstance(self.chained_hazards, bool):
-            raise OptionsError(f"chained_hazards {self.chained_hazards!r} is not allowed; "
-                               f"use True or False")
+        for key in ("chained_hazards", "weight_loader"):
+            if not isinstance(getattr(self, key), bool):
+                raise OptionsError(f"{key} {getattr(self, key)!r} is not allowed; "
+                                   f"use True or False")
         t = self.decoder_timeout
         if isinstance(t, bool) or not isinstance(t, int) or not 1 <= t <= 0xFFFF:
             raise OptionsError(f"decoder timeout {t!r} is not allowed; use 1 to 65535 cycles")

@@ -3,7 +3,8 @@
 ::
 
     instr ─▶ [decode register] ─▶ Decoder ─▶ dispatcher ─┬─▶ ComputeUnit ── local port A
-                                              │          │   (array, SIMD, accumulators)
+                                              │          │   (array, SIMD, accumulators,
+                                              │          │    weight loader ── port A/B)
                                               │          └─▶ DramEngine ─── local port B
                                               ▼                   │
                                       ConfigRegisters (PC,    dram0_*, dram1_* ports
@@ -23,8 +24,13 @@ what an earlier DRAM→local or acc→local move has still to write, the running
 from its current address on). So a MatMul streams right behind the load of its inputs, and a
 store right behind the acc→local move that fills it. Every range it waits on belongs to an
 older instruction (a newer writer overlapping it is held at dispatch), so nothing waits in a
-circle. With ``Options(chained_hazards=False)`` every conflict waits at dispatch. A
-Configure of a DRAM offset or cache register waits until the DRAM engine is idle.
+circle. With ``Options(chained_hazards=False)`` every conflict waits at dispatch. Inside the
+compute unit, LoadWeights run in a weight loader beside the sequencer
+(``Options(weight_loader=True)``): a LoadWeights is held at dispatch while its range
+overlaps an acc→local move in flight in the sequencer, and an acc→local move while it
+overlaps a LoadWeights in flight in the loader; the loader's reads are chained behind DRAM
+loads like the sequencer's. A Configure of a DRAM offset or cache register waits until the
+DRAM engine is idle.
 
 Ports:
 
@@ -51,7 +57,7 @@ from pyrtl import Const, Register, WireVector
 from .arch import Architecture, Options
 from .blocks.compute import ComputeUnit
 from .blocks.config_registers import ConfigRegisters
-from .blocks.decoder import Decoder, compute_struct, dram_struct, local_conflict
+from .blocks.decoder import A2L, LW, Decoder, compute_struct, local_conflict
 from .blocks.dram_engine import DramEngine
 from .blocks.local_memory import LocalMemory
 from .blocks.sampler import Sampler
@@ -59,11 +65,12 @@ from .blocks.stream import SINK, Stream, connect, named
 from .isa import ConfigRegister
 
 
-def _conflict(new, entries, struct, chained: bool) -> WireVector:
+def _conflict(new, entries, chained: bool) -> WireVector:
     """New local range vs in-flight entries (:func:`~tcu_hw.blocks.decoder.local_conflict`)."""
     hit = Const(0, 1)
     for entry in entries:
-        hit = hit | (entry.valid & local_conflict(new, struct.unpack(entry.record), chained))
+        hit = hit | (entry.valid & local_conflict(new, entry.struct.unpack(entry.record),
+                                                  chained))
     return new.uses & hit
 
 
@@ -79,10 +86,14 @@ class Core:
         self.instructions = Stream(8 * lay.instruction_bytes, "instr", SINK)
         self.local = local = LocalMemory(arch.local_depth, vec, name="local",
                                          external=external_rams)
-        self.compute = cu = ComputeUnit(lay, arch.dtype, external=external_rams)
-        self.dram = de = DramEngine(lay, vec)
+        loader = options.weight_loader
+        self.compute = cu = ComputeUnit(lay, arch.dtype, external=external_rams,
+                                        weight_loader=loader)
+        self.dram = de = DramEngine(lay, vec, guest=loader)
         connect(cu.local, local.a)
         connect(de.local, local.b)
+        if loader:
+            connect(cu.weights_local, de.guest)
         self.dram0, self.dram1 = de.ports
         self.cfg = cfg = ConfigRegisters(options.decoder_timeout, name="cfg")
 
@@ -93,9 +104,15 @@ class Core:
         self.decoder = dec
 
         chained = options.chained_hazards
-        compute_conflict = named(_conflict(dec.local, de.entries, dram_struct(lay), chained),
+        compute_conflict = named(_conflict(dec.local, de.entries, chained),
                                  "dec_conflict_with_dram")
-        dram_conflict = named(_conflict(dec.local, cu.entries, compute_struct(lay), chained),
+        if loader:          # the loader and the sequencer run side by side (see ComputeUnit)
+            cls = compute_struct(lay).unpack(dec.compute).cls
+            compute_conflict = compute_conflict | named(
+                ((cls == LW) & _conflict(dec.local, cu.sequencer_entries, False)) |
+                ((cls == A2L) & _conflict(dec.local, cu.loader_entries, False)),
+                "dec_conflict_in_compute")
+        dram_conflict = named(_conflict(dec.local, cu.entries, chained),
                               "dec_conflict_with_compute")
         cu.wait_for(de.local_writes if chained else [])
         de.wait_for(cu.local_writes if chained else [])
@@ -139,7 +156,7 @@ class Core:
         self.status = SimpleNamespace(
             dispatch=dispatch, decoder_stall=d_valid & ~dispatch,
             compute_issue=cu.issue, compute_stall=cu.stall, chain_stall=cu.chain_stall,
-            matmul=cu.uop_matmul,
+            matmul=cu.uop_matmul, weight_push=cu.weight_push, weight_wait=cu.weight_wait,
             dram_busy=de.busy, dram_stall=de.stall,
             hazard_stall=d_valid & ((dec.to_compute & compute_conflict) |
                                     (dec.to_dram & dram_conflict)),

@@ -2,21 +2,33 @@
 
 A queue of decoded compute instructions (:func:`tcu_hw.blocks.decoder.compute_struct`)
 feeds a sequencer that issues one micro-op (one vector) per cycle; consecutive
-instructions follow each other without a bubble. Every micro-op has the same shape::
+instructions follow each other without a bubble. LoadWeights go to a
+:class:`~tcu_hw.blocks.weight_loader.WeightLoader` beside the sequencer (reading local
+memory through port B), so the next tile's pushes overlap this tile's MatMuls; without the
+loader they take the sequencer's slot too. Every sequencer micro-op has the same shape::
 
     t0  issue: local port A read address / accumulator read address      (registered reads)
     t1  data:  MatMul      local → array (x)                 ─┐
-               LoadWeights local → array weight push          │ array: n cycles,
-               SIMD        acc → ALU → array pass-through    ─┤ pass-through keeps
-               local→acc   local → array pass-through        ─┘ the value exact
-               acc→local   acc → local port A write
+               SIMD        acc → ALU → array pass-through    ─┤ array: n cycles,
+               local→acc   local → array pass-through        ─┘ pass-through keeps
+               acc→local   acc → local port A write             the value exact
                LoadLUT     local → lookup table
+               (LoadWeights local → array weight push, without the loader)
     t1+n       array out → accumulator write / accumulate (in issue order)
 
 Router: local port A is read at t0 or written at t1 (acc→local); the array input takes the
 local data, the SIMD result or the local data as pass-through; the accumulator write port
 always takes the array output. Because every accumulator write goes through the same
 pipeline, writes stay in program order.
+
+Weight banks switch explicitly: the first MatMul after LoadWeights carries ``switch`` on
+its first vector. With the loader, that MatMul waits until the loader has pushed every
+LoadWeights before it (``token``), and a LoadWeights waits until every switch before it has
+happened (``epoch``), see :mod:`tcu_hw.blocks.weight_loader`. The loader and the
+sequencer do not order local-memory accesses between themselves: the sender (the core's
+dispatcher) holds a LoadWeights while it overlaps an acc→local move in flight
+(``sequencer_entries``) and an acc→local move while it overlaps a LoadWeights in flight
+(``loader_entries``), as it does for the DRAM engine.
 
 Hazards (the sequencer stalls the micro-op at t0):
 
@@ -26,9 +38,9 @@ Hazards (the sequencer stalls the micro-op at t0):
 - local port A: a local read cannot issue while the previous micro-op writes port A;
 - chaining: a local read waits while ``local_wait`` says an earlier instruction in another
   unit (a DRAM→local move) has still to write its address;
-- weights: a weight push waits while vectors in flight still use the bank it would overwrite
-  (``SystolicArray.push_ok_next``; with double buffering this only happens when a new tile
-  follows within n cycles of the tile before the previous one).
+- weights: a switching MatMul waits for the loader (``token``); without the loader, a
+  weight push waits while vectors in flight still use the bank it would overwrite
+  (``SystolicArray.push_ok_next``).
 """
 
 from __future__ import annotations
@@ -41,10 +53,12 @@ from pyrtl import Const, Register, WireVector
 from ..isa import Layout
 from ..numeric import DataType
 from .accumulator import Accumulator
-from .decoder import A2L, L2A, LUT, LW, MM, SIMD_CLS, compute_struct, pending, stride_step
+from .decoder import (A2L, L2A, LUT, LW, MM, SIMD_CLS, TOKEN_BITS, compute_struct, pending,
+                      stride_step)
 from .simd import SimdArray
 from .stream import SINK, RamPort, RegFifo, Stream, Struct, connect, named
 from .systolic_array import SystolicArray
+from .weight_loader import WeightLoader
 
 
 class ComputeUnit:
@@ -56,26 +70,37 @@ class ComputeUnit:
         dt: the fixed-point data type (W bits per lane).
         queue_depth: decoded instructions queued ahead of the active one.
         name: prefix of the wires and registers (the array, accumulators and SIMD array are
-            ``array``, ``acc`` and ``simd``).
+            ``array``, ``acc`` and ``simd``; the weight loader ``wl``).
         external: build the accumulator RAM as ports to Verilog RAM modules.
+        weight_loader: run LoadWeights in a :class:`~tcu_hw.blocks.weight_loader.WeightLoader`
+            reading local memory port B (``weights_local``); False: through the sequencer.
 
     Ports:
         instructions: :class:`~tcu_hw.blocks.stream.Stream` sink of
-            :func:`~tcu_hw.blocks.decoder.compute_struct` records.
+            :func:`~tcu_hw.blocks.decoder.compute_struct` records (with the loader: no
+            LoadWeights that overlaps an acc→local move in flight, nor the reverse).
         local: :class:`~tcu_hw.blocks.stream.RamPort` (user side) to local memory port A.
-        entries: list of ``valid`` (1) / ``record`` (packed) outputs: every instruction still
-            to touch local memory (for the dispatcher's range checks).
+        weights_local: :class:`~tcu_hw.blocks.stream.SharedRead` (client side) to local
+            memory port B, the loader's reads when port A is busy (None without the
+            loader; the loader reads port A in the cycles the sequencer leaves it free).
+        entries, sequencer_entries, loader_entries: lists of ``valid`` (1) / ``record``
+            (packed, with its ``struct``) outputs: every instruction still to touch local
+            memory (for the dispatcher's range checks), ``sequencer_entries`` +
+            ``loader_entries`` (the loader's LoadWeights; ``[]`` without the loader).
         local_writes: list of ``valid`` (1) / ``lo`` / ``hi`` (L bits) outputs: the
             local-memory ranges acc→local moves have still to write (the active one's from
             its next address on), for reads chained behind them.
         read_addr: output (L), the local address the next micro-op reads (when it reads).
         local_wait: input (1), that read must wait: an earlier instruction has still to
-            write the address (driven by :meth:`wait_for`).
+            write the address (driven by :meth:`wait_for`, as is the loader's).
         idle: output (1), nothing queued or in flight.
         issue: output (1), a micro-op issued this cycle.
         stall: output (1), work waiting.
         chain_stall: output (1), waiting only for a chained local read (``local_wait``).
+        weight_wait: output (1), waiting only for weights: a switching MatMul for the
+            loader's pushes (without the loader: a push for a bank still in use).
         uop_matmul: output (1), a MatMul vector entered the array.
+        weight_push: output (1), a weight vector was pushed into the array.
         array_busy, acc_busy: outputs (1), activity of the array and the accumulators.
         port_a_valid, port_a_ready: outputs (1), status (not a handshake): local port A
             wanted / granted, the pair the sampler records.
@@ -85,7 +110,7 @@ class ComputeUnit:
     """
 
     def __init__(self, layout: Layout, dt: DataType, queue_depth: int = 2, name: str = "cu",
-                 external: list | None = None) -> None:
+                 external: list | None = None, weight_loader: bool = True) -> None:
         n = layout.array_size
         w = dt.width
         f = layout.hardware
@@ -94,13 +119,15 @@ class ComputeUnit:
 
         self.instructions = Stream(rec, f"{name}_instructions", SINK)
         q = RegFifo(rec, queue_depth, f"{name}_queue")
-        connect(self.instructions.flipped(), q.enq)
         deq = q.deq
         self.local = local = RamPort(f.L, n * w, f"{name}_local", side="user")
 
         # ---------------------------------------------------------------- blocks
         tag = Struct(accumulate=1, addr=f.A)
-        self.array = array = SystolicArray(n, dt, tag_width=tag.width, name="array")
+        self.array = array = SystolicArray(n, dt, tag_width=tag.width, name="array",
+                                           explicit_switch=True)
+        self.loader = wl = WeightLoader(layout, n * w, name="wl") if weight_loader else None
+        self.weights_local = wl.local_b if wl else None
         self.acc = acc = Accumulator(layout.accumulator_depth, n, dt, name="acc",
                                      external=external)
         self.simd = simd = SimdArray(n, dt, layout.simd_registers_depth, layout.lut_count,
@@ -116,7 +143,34 @@ class ComputeUnit:
         lstep = Register(f.L, f"{name}_lstep")
         ostep = Register(f.A, f"{name}_ostep")
 
+        # ---------------------------------------------------------------- input routing
+        # the first MatMul after LoadWeights switches banks once the loader has pushed the
+        # LoadWeights enqueued before it (token); a LoadWeights waits for the switches
+        # enqueued before it (epoch)
+        inp = self.instructions
+        new = rec.unpack(inp.data)
+        lw_since = Register(1, f"{name}_lw_since_matmul")
+        lw_enq = Register(TOKEN_BITS, f"{name}_lw_enqueued")
+        sw_enq = Register(TOKEN_BITS, f"{name}_switches_enqueued")
+        new_lw, new_mm = new.cls == LW, new.cls == MM
+        fields = vars(new) | dict(switch=new_mm & lw_since, token=lw_enq)
+        if wl:
+            wl.loads.drive(inp.valid & new_lw, zeroes=new.zeroes, laddr=new.laddr, ls=new.ls,
+                           size=new.size, epoch=sw_enq, uses=new.uses, lo=new.lo, hi=new.hi)
+            q.enq.drive(inp.valid & ~new_lw, rec.pack(**fields))
+            inp.ready <<= pyrtl.select(new_lw, wl.loads.ready, q.enq.ready)
+        else:
+            q.enq.drive(inp.valid, rec.pack(**fields))
+            inp.ready <<= q.enq.ready
+        took = inp.fire
+        lw_since.next <<= pyrtl.select(took & new_lw, Const(1, 1),
+                                       pyrtl.select(took & new_mm, Const(0, 1), lw_since))
+        lw_enq.next <<= (lw_enq + (took & new_lw))[:TOKEN_BITS]
+        sw_enq.next <<= (sw_enq + (took & new_mm & lw_since))[:TOKEN_BITS]
+
         cls = {c: act.cls == c for c in (MM, LW, SIMD_CLS, L2A, A2L, LUT)}
+        if wl:
+            cls[LW] = Const(0, 1)                       # LoadWeights never reach the sequencer
         needs_local = (cls[MM] & ~act.zeroes) | (cls[LW] & ~act.zeroes) | cls[L2A] | cls[LUT]
         needs_acc = (cls[SIMD_CLS] & act.read) | cls[A2L]
         acc_read_addr = pyrtl.select(cls[SIMD_CLS], act.raddr, oaddr)
@@ -130,6 +184,8 @@ class ComputeUnit:
         t1_oaddr = Register(f.A, f"{name}_t1_oaddr")
         t1_index = Register(f.size, f"{name}_t1_index")
         t1c = {c: t1_valid & (t1.cls == c) for c in (MM, LW, SIMD_CLS, L2A, A2L, LUT)}
+        if wl:
+            t1c[LW] = Const(0, 1)
         t1_writes_acc = t1c[MM] | (t1c[SIMD_CLS] & t1.write) | t1c[L2A]
 
         # ---------------------------------------------------------------- hazards at t0
@@ -144,7 +200,11 @@ class ComputeUnit:
         stall_port = named(needs_local & t1c[A2L], f"{name}_stall_port")
         stall_chain = named(needs_local & self.local_wait, f"{name}_stall_chain")
         stall_acc = named(needs_acc & writes_pending(acc_read_addr), f"{name}_stall_acc")
-        stall_push = named(cls[LW] & ~array.push_ok_next, f"{name}_stall_push")
+        if wl:
+            stall_push = named(cls[MM] & act.switch & (index == 0) &
+                               (wl.done_next != act.token), f"{name}_stall_push")
+        else:
+            stall_push = named(cls[LW] & ~array.push_ok_next, f"{name}_stall_push")
         issue = named(act_valid & ~(stall_port | stall_acc | stall_push | stall_chain),
                       f"{name}_issue")
         last = index == act.size
@@ -177,7 +237,13 @@ class ComputeUnit:
         zero = Const(0, n * w)
         local_data = local.rdata
         acc_data = acc.r_data
-        local.addr <<= pyrtl.select(t1c[A2L], t1_laddr, laddr)
+        addr = laddr
+        if wl:                      # port A to the loader when the sequencer leaves it free
+            seq_wants = (act_valid & needs_local & ~stall_push) | t1c[A2L]
+            wl.local_a.grant <<= wl.local_a.want & ~seq_wants
+            wl.local_a.rdata <<= local.rdata
+            addr = pyrtl.select(wl.local_a.grant, wl.local_a.addr, addr)
+        local.addr <<= pyrtl.select(t1c[A2L], t1_laddr, addr)
         local.write <<= t1c[A2L]
         local.wdata <<= acc_data
         acc.r_addr <<= acc_read_addr
@@ -188,21 +254,34 @@ class ComputeUnit:
             simd.lut.drive(t1c[LUT], table=t1.table, index=t1_index, data=local_data)
 
         x = pyrtl.select(t1.zeroes, zero, local_data)
+        switching = named(t1c[MM] & t1.switch & (t1_index == 0), f"{name}_bank_switch")
         array.input.drive(t1_writes_acc, passthrough=~t1c[MM],
                           data=pyrtl.select(t1c[MM], x, pyrtl.select(t1c[SIMD_CLS], simd.out,
                                                                      local_data)),
-                          tag=tag.pack(accumulate=t1.accumulate, addr=t1_oaddr))
-        array.weights.drive(t1c[LW], data=x)
+                          tag=tag.pack(accumulate=t1.accumulate, addr=t1_oaddr),
+                          switch=switching)
+        if wl:
+            connect(wl.push, array.weights)
+            wl.push_ok_next <<= array.push_ok_next
+            switched = Register(TOKEN_BITS, f"{name}_switched")
+            switched_next = (switched + switching)[:TOKEN_BITS]
+            switched.next <<= switched_next
+            wl.switched_next <<= switched_next
+        else:
+            array.weights.drive(t1c[LW], data=x)
 
         out_tag = tag.unpack(array.output.payload.tag)
         acc.write.drive(array.output.valid, addr=out_tag.addr, accumulate=out_tag.accumulate,
                         data=array.output.payload.data)
 
         # ---------------------------------------------------------------- status
-        self.entries = q.entries + [
+        self.sequencer_entries = [SimpleNamespace(valid=e.valid, record=e.record, struct=rec)
+                                  for e in q.entries] + [
             SimpleNamespace(valid=named(v, f"{name}_{stage}_entry_valid"),
-                            record=named(d, f"{name}_{stage}_entry_record"))
+                            record=named(d, f"{name}_{stage}_entry_record"), struct=rec)
             for stage, v, d in (("act", act_valid, act_bits), ("t1", t1_valid & t1_last, t1_bits))]
+        self.loader_entries = wl.entries if wl else []
+        self.entries = self.sequencer_entries + self.loader_entries
         # local addresses acc→local moves have still to write: queued ones whole, the active
         # one from its next address on (whole if it wraps), the one at t1 this cycle
         self.read_addr = named(laddr, f"{name}_read_addr")
@@ -222,12 +301,17 @@ class ComputeUnit:
         in_flight = t1_valid | acc.busy
         for stage in array.stages:
             in_flight = in_flight | stage.valid
+        if wl:
+            in_flight = in_flight | ~wl.idle
         self.idle = named(~act_valid & ~deq.valid & ~in_flight, f"{name}_idle")
         self.issue = issue
         self.stall = named(act_valid & ~issue, f"{name}_stall")
         self.chain_stall = named(act_valid & stall_chain & ~(stall_port | stall_acc | stall_push),
                                  f"{name}_chain_stall")
+        self.weight_wait = named(act_valid & stall_push & ~(stall_port | stall_acc | stall_chain),
+                                 f"{name}_weight_wait")
         self.uop_matmul = named(t1c[MM], f"{name}_uop_matmul")
+        self.weight_push = named(array.weights.valid, f"{name}_weight_push")
         self.array_busy = named(array.output.valid | t1_writes_acc, f"{name}_array_busy")
         self.acc_busy = named(acc.busy, f"{name}_acc_busy")
         # local port A as a valid/ready pair: a read wanted (granted when it issues) or an
@@ -238,11 +322,14 @@ class ComputeUnit:
     def wait_for(self, ranges) -> None:
         """Chain local reads behind ``ranges`` (``valid``/``lo``/``hi`` records of local words
         an earlier instruction has still to write, e.g. the DRAM engine's ``local_writes``);
-        ``[]`` when nothing is chained. Call once."""
+        ``[]`` when nothing is chained. Call once. (The loader's reads wait behind the same
+        ranges.)"""
         self.local_wait <<= pending(self.read_addr, ranges)
+        if self.loader:
+            self.loader.local_wait <<= pending(self.loader.read_addr, ranges)
 
     @classmethod
     def from_arch(cls, arch, queue_depth: int = 2, name: str = "cu",
-                  external: list | None = None) -> "ComputeUnit":
+                  external: list | None = None, weight_loader: bool = True) -> "ComputeUnit":
         """The compute unit of an :class:`~tcu_hw.arch.Architecture`."""
-        return cls(arch.layout, arch.dtype, queue_depth, name, external)
+        return cls(arch.layout, arch.dtype, queue_depth, name, external, weight_loader)

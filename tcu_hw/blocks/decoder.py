@@ -27,6 +27,10 @@ from .stream import Struct, name_ports
 # compute classes
 MM, LW, SIMD_CLS, L2A, A2L, LUT = range(6)
 
+#: bits of the compute unit's weight-group counters (more than the LoadWeights and
+#: bank-switching MatMuls that can be in flight at once)
+TOKEN_BITS = 3
+
 
 def field(word: WireVector, f: Field) -> WireVector:
     """The bits of instruction field ``f`` (:attr:`tcu_hw.isa.Layout.fields`) of ``word``;
@@ -35,12 +39,14 @@ def field(word: WireVector, f: Field) -> WireVector:
 
 
 def compute_struct(layout: Layout) -> Struct:
-    """Packed record of one compute instruction (widths: ``layout.hardware``)."""
+    """Packed record of one compute instruction (widths: ``layout.hardware``). The decoder
+    leaves ``switch`` and ``token`` 0; the compute unit fills them in for a MatMul (the
+    first after LoadWeights switches weight banks once ``token`` LoadWeights are pushed)."""
     h = layout.hardware
     return Struct(cls=3, zeroes=1, accumulate=1, read=1, write=1,
                   laddr=h.L, ls=h.S0, oaddr=h.A, os=h.S1, raddr=h.A, size=h.size,
                   op=h.op, left=h.R, right=h.R, dest=h.R, table=h.table,
-                  uses=1, writes=1, lo=h.L, hi=h.L, wraps=1)
+                  uses=1, writes=1, lo=h.L, hi=h.L, wraps=1, switch=1, token=TOKEN_BITS)
 
 
 def dram_struct(layout: Layout) -> Struct:

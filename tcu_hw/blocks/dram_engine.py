@@ -5,13 +5,15 @@ request stream (``write``, ``addr`` = vector address, ``len`` = vectors − 1; s
 order), the read data stream and the write data stream (one vector per transfer, in request
 order; write data may precede its request).
 
-Structure: one channel per DRAM port, sharing local port B::
+Structure: one channel per DRAM port, sharing local port B (with a guest reader, e.g. the
+compute unit's weight loader)::
 
                ┌▶ channel 0: queue ─▶ request generator ──────────▶ dram0_req   (runs ahead)
     moves ─────┤              └─────▶ local side ◀─ dram0_rdata / ─▶ dram0_wdata
     (by port,  │                          │
     range      └▶ channel 1: (the same, DRAM1)                        ▼
-    checked)                           port B arbiter (round robin) ─▶ local port B
+    checked)                guest ─▶ port B arbiter (guest first,  ─▶ local port B
+                                          then round robin)
                                           └─ read data ─▶ skid of the reading channel
 
 The two DRAMs are separate memories, so the channels run at once: a load of weights from
@@ -37,7 +39,32 @@ from pyrtl import Const, Register, WireVector
 
 from ..isa import Layout, clog2
 from .decoder import dram_struct, local_conflict, pending, stride_step
-from .stream import SINK, DramPort, RamPort, RegFifo, Stream, Struct, fit, named
+from .stream import (SINK, DramPort, RamPort, RegFifo, RingFifo, SharedRead, Stream, Struct,
+                     fit, named)
+
+
+def round_robin(wants: list, name: str) -> list:
+    """Grants for ``wants`` (1-bit wires), at most one, round robin: after a cycle in which
+    several want, the one after the winner comes first."""
+    k = len(wants)
+    if k == 1:
+        return [wants[0]]
+    bits = max((k - 1).bit_length(), 1)
+    first = Register(bits, f"{name}_first")
+    grants = []
+    for i in range(k):
+        g = Const(0, 1)
+        for s in range(k):                 # first == s: clients s, s+1, ... ahead of i
+            ahead = [wants[(s + d) % k] for d in range((i - s) % k)]
+            free = ~pyrtl.rtl_any(*ahead) if ahead else Const(1, 1)
+            g = g | ((first == s) & free)
+        grants.append(wants[i] & g)
+    contested = pyrtl.rtl_any(*[wants[i] & wants[j] for i in range(k) for j in range(i)])
+    after = Const(0, bits)
+    for i in range(k):
+        after = pyrtl.select(grants[i], Const((i + 1) % k, bits), after)
+    first.next <<= pyrtl.select(contested, after, first)
+    return grants
 
 
 def _must_wait(new, entries, struct) -> WireVector:
@@ -104,7 +131,7 @@ class _Channel:
         ls_step = Register(f.L, f"{name}_ls_step")
         ls_finished = Register(1, f"{name}_ls_finished")       # head moved, awaiting its pop
         ls_start = q.deq.valid & ~ls_active & ~ls_finished
-        skid = RegFifo(vec, 3, f"{name}_skid")                  # write data
+        skid = RingFifo(vec, 3, f"{name}_skid")                 # write data
         inflight = Register(1, f"{name}_read_inflight")
         self.local_wait = WireVector(1, f"{name}_local_wait")
         self.grant = WireVector(1, f"{name}_grant")
@@ -175,6 +202,7 @@ class DramEngine:
         queue_depth: moves in flight per port (each channel's in-flight table).
         name: prefix of the wires and registers (the DRAM ports are ``<name>0``,
             ``<name>1``, the channels ``<name>_c0``, ``<name>_c1``).
+        guest: also share port B with a guest reader (``guest`` port).
 
     Ports:
         moves: :class:`~tcu_hw.blocks.stream.Stream` sink of
@@ -185,7 +213,11 @@ class DramEngine:
             ``req.addr`` has max(Dk, 1) bits (the layout's DRAMk address width),
             ``req.len`` the hardware size width, data n·W.
         local: :class:`~tcu_hw.blocks.stream.RamPort` (user side) to local memory port B.
-        entries: list of ``valid`` (1) / ``record`` (packed) outputs: both queues, for the
+        guest: :class:`~tcu_hw.blocks.stream.SharedRead` (arbiter side): reads of port B
+            for a guest, granted whenever it wants (before the channels, which take turns);
+            None without a guest.
+        entries: list of ``valid`` (1) / ``record`` (packed, with its ``struct``) outputs:
+            both queues, for the
             dispatcher's range checks.
         local_writes: list of ``valid`` (1) / ``lo`` / ``hi`` (L bits) outputs: the
             local-memory ranges DRAM→local moves have still to write (a running move's from
@@ -201,7 +233,7 @@ class DramEngine:
     """
 
     def __init__(self, layout: Layout, vector_bits: int, queue_depth: int = 2,
-                 name: str = "dram") -> None:
+                 name: str = "dram", guest: bool = False) -> None:
         vec = vector_bits
         f = layout.hardware
         rec = dram_struct(layout)
@@ -210,7 +242,8 @@ class DramEngine:
                               for k in range(2)]
         self.dram0, self.dram1 = (c.dram for c in ch)
         self.local = local = RamPort(f.L, vec, f"{name}_local", side="user")
-        self.entries = ch[0].q.entries + ch[1].q.entries
+        self.entries = [SimpleNamespace(valid=e.valid, record=e.record, struct=rec)
+                        for e in ch[0].q.entries + ch[1].q.entries]
         self.local_writes = ch[0].local_writes + ch[1].local_writes
 
         # ------------------------------------------------------------------ moves in
@@ -224,12 +257,20 @@ class DramEngine:
         self.moves.ready <<= ~cross & pyrtl.select(to1, ch[1].q.enq.ready, ch[0].q.enq.ready)
 
         # ------------------------------------------------------------------ port B arbiter
-        prio = Register(1, f"{name}_port_b_prio")                # 1: channel 1 first on a tie
-        ch[0].grant <<= ~ch[1].want | ~prio
-        ch[1].grant <<= ~ch[0].want | prio
-        prio.next <<= pyrtl.select(ch[0].want & ch[1].want, ~prio, prio)
-        use1 = ch[1].want & ch[1].grant
-        local.addr <<= pyrtl.select(use1, ch[1].addr, ch[0].addr)
+        self.guest = g = SharedRead(f.L, vec, f"{name}_guest", side="arbiter") if guest \
+            else None
+        # the guest first (its reads feed compute; the channels' data waits in their skids
+        # and in the DRAM), the channels in turn
+        guest_read = g.want if g else Const(0, 1)
+        grants = round_robin([c.want for c in ch], f"{name}_port_b")
+        for c, grant in zip(ch, grants):
+            c.grant <<= grant & ~guest_read
+        addr = pyrtl.select(grants[1], ch[1].addr, ch[0].addr)
+        if g:
+            g.grant <<= guest_read
+            g.rdata <<= local.rdata
+            addr = pyrtl.select(guest_read, g.addr, addr)
+        local.addr <<= addr
         local.write <<= ch[0].write | ch[1].write
         local.wdata <<= pyrtl.select(ch[1].write, ch[1].wdata, ch[0].wdata)
         for c in ch:
@@ -240,9 +281,9 @@ class DramEngine:
         self.busy = named(moving, f"{name}_busy")
         self.stall = named((ch[0].stall | ch[1].stall) & ~moving, f"{name}_stall")
         self.idle = named(ch[0].idle & ch[1].idle, f"{name}_idle")
-        self.port_b_valid = named(ch[0].port_b_valid | ch[1].port_b_valid,
-                                  f"{name}_port_b_valid")
-        self.port_b_ready = named(moving, f"{name}_port_b_ready")
+        self.port_b_valid = named(ch[0].port_b_valid | ch[1].port_b_valid |
+                                  (g.want if g else Const(0, 1)), f"{name}_port_b_valid")
+        self.port_b_ready = named(moving | guest_read, f"{name}_port_b_ready")
 
     def wait_for(self, ranges) -> None:
         """Chain the local reads of local→DRAM moves behind ``ranges`` (``valid``/``lo``/``hi``
@@ -257,6 +298,7 @@ class DramEngine:
         return self.dram0, self.dram1
 
     @classmethod
-    def from_arch(cls, arch, queue_depth: int = 2, name: str = "dram") -> "DramEngine":
+    def from_arch(cls, arch, queue_depth: int = 2, name: str = "dram",
+                  guest: bool = False) -> "DramEngine":
         """The DRAM engine of an :class:`~tcu_hw.arch.Architecture`."""
-        return cls(arch.layout, arch.array_size * arch.dtype.width, queue_depth, name)
+        return cls(arch.layout, arch.array_size * arch.dtype.width, queue_depth, name, guest)

@@ -12,10 +12,10 @@ Every block of :mod:`tcu_hw.blocks` speaks this one vocabulary:
   cycle (``ready`` is the constant 1, not a wire), or a source that cannot wait (it may only
   feed an always-ready sink).
 - :class:`Interface`: a named group of streams and plain signals that connects to its
-  twin in one call (:class:`DramPort`, :class:`RamPort`).
+  twin in one call (:class:`DramPort`, :class:`RamPort`, :class:`SharedRead`).
 - :func:`connect` joins a source to a sink (or an interface to its twin) and checks
   directions, field names and widths, failing with a message that names both sides.
-- :class:`RegFifo` and :func:`queue`: FIFOs whose ends are streams.
+- :class:`RegFifo`, :class:`RingFifo` and :func:`queue`: FIFOs whose ends are streams.
 - :func:`ports` lists a block's ports (docs and tests use it); :func:`named` names an output.
 
 Rules every block keeps (tests check them with :func:`combinational_inputs`): ``valid``
@@ -363,6 +363,36 @@ class RamPort(Interface):
         self.rdata = self._signal("rdata", width, not user)
 
 
+class SharedRead(Interface):
+    """A read-only share of a RAM port that an arbiter grants cycle by cycle, between a
+    client and the arbiter (the port's owner).
+
+    Args:
+        addr_bits: bits of an address.
+        width: bits of a word.
+        name: prefix of the wires (``<name>_want`` ...).
+        side: ``"client"`` or ``"arbiter"``: which side this instance is.
+
+    Ports:
+        want, addr: driven by the client (1, ``addr_bits``): read ``addr`` this cycle if
+            granted; ``want`` must not depend on ``grant``.
+        grant: driven by the arbiter (1): the read happens this cycle.
+        rdata: driven by the arbiter (``width``): the word read in the previous cycle (valid
+            the cycle after a grant).
+    """
+
+    SIDES = ("client", "arbiter")
+
+    def __init__(self, addr_bits: int, width: int, name: str, *, side: str) -> None:
+        super().__init__(name, side)
+        self._shape = (addr_bits, width)
+        client = side == "client"
+        self.want = self._signal("want", 1, client)
+        self.addr = self._signal("addr", addr_bits, client)
+        self.grant = self._signal("grant", 1, not client)
+        self.rdata = self._signal("rdata", width, not client)
+
+
 # ---------------------------------------------------------------------------------- FIFOs
 
 class RegFifo:
@@ -415,6 +445,58 @@ class RegFifo:
                         for i, (v, d) in enumerate(zip(valid, data))]
         self.count = named(sum_bits(valid), f"{name}_count")
         self.full = named(valid[-1], f"{name}_full")
+
+
+class RingFifo:
+    """A FIFO of ``depth`` entries held in registers as a ring (write and read pointers):
+    an entry is written once and read through one ``depth``-way multiplexer, so a wide
+    payload costs about one LUT per bit where :class:`RegFifo`'s shift queue costs one per
+    bit and entry. The entries are not exposed (use :class:`RegFifo` for hazard checks).
+
+    Args:
+        payload: the record (or width) of an entry.
+        depth: entries (≥ 1).
+        name: prefix of the wires and registers.
+
+    Ports:
+        enq: :class:`Stream` sink; ``ready`` = not full, or the head leaves this cycle.
+        deq: :class:`Stream` source: the head.
+        count: output, entries held.
+        full: output (1), all entries held.
+
+    Latency: as :class:`RegFifo`: one cycle from enqueue to ``deq.valid``; one enqueue and
+    one dequeue per cycle.
+    """
+
+    def __init__(self, payload, depth: int, name: str) -> None:
+        if depth < 1:
+            raise ValueError(f"FIFO {name!r}: depth must be at least 1")
+        fields = _as_struct(payload)
+        self.enq = Stream(fields, f"{name}_enq", SINK)
+        self.deq = Stream(fields, f"{name}_deq", SOURCE)
+        bits = max((depth - 1).bit_length(), 1)
+        data = [pyrtl.Register(fields.width, f"{name}_d{i}") for i in range(depth)]
+        wp = pyrtl.Register(bits, f"{name}_wp")
+        rp = pyrtl.Register(bits, f"{name}_rp")
+        held = pyrtl.Register(depth.bit_length(), f"{name}_held")
+        full = held == depth
+        deq = (held != 0) & self.deq.ready
+        self.enq.ready <<= ~full | deq
+        enq = self.enq.fire
+        incoming = self.enq.data
+        for i, d in enumerate(data):
+            d.next <<= pyrtl.select(enq & (wp == i), incoming, d)
+
+        def step(p):
+            return pyrtl.select(p == depth - 1, Const(0, bits), (p + 1)[:bits])
+
+        wp.next <<= pyrtl.select(enq, step(wp), wp)
+        rp.next <<= pyrtl.select(deq, step(rp), rp)
+        held.next <<= (held + enq - deq)[:held.bitwidth]
+        head = data[0] if depth == 1 else pyrtl.mux(rp, *data, default=data[0])
+        self.deq.drive(held != 0, head)
+        self.count = named(held, f"{name}_count")
+        self.full = named(full, f"{name}_full")
 
 
 def queue(src: Stream, depth: int, name: str) -> Stream:

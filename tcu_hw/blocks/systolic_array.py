@@ -22,6 +22,11 @@ loads keep their sequential meaning) without any copy multiplexer. The next vect
 enters (not pass-through) switches banks and uses the new weights; vectors already in flight
 keep their bank (each stage carries a bank bit). A tile switch therefore costs only the
 pushes; the array never drains.
+
+With ``explicit_switch`` the banks switch only on a vector that carries ``switch = 1``, so
+pushes of the next tile may run while vectors of the current tile keep entering (a weight
+loader beside the sequencer); the controller then keeps each push off the bank in use
+(``push_ok_next``) and sets ``switch`` on the first vector after a tile's last push.
 """
 
 from __future__ import annotations
@@ -44,6 +49,8 @@ class SystolicArray:
         dt: a fixed-point :class:`~tcu_hw.numeric.DataType` (W = ``dt.width`` bits per lane).
         tag_width: bits carried alongside each vector (at least 1 wire bit).
         name: prefix of the wires and registers.
+        explicit_switch: the input carries ``switch`` and the banks switch only on a vector
+            with ``switch = 1`` (else: on the first vector after a push).
 
     Ports:
         input: :class:`~tcu_hw.blocks.stream.Stream` sink, always ready: ``data`` (n·W:
@@ -60,21 +67,24 @@ class SystolicArray:
         stages: list of ``valid`` (1) / ``tag`` outputs, the pipeline stages (for hazard
             checks).
         bank: output (1), the weight bank in use.
-        pending: output (1), the shadow bank is being loaded.
+        pending: output (1), the shadow bank has been pushed into since the last switch.
 
     Latency: n cycles from ``input`` to ``output``; a push affects the next vector that
     enters. The pipeline always advances.
     """
 
-    def __init__(self, n: int, dt: DataType, tag_width: int = 0, name: str = "array") -> None:
+    def __init__(self, n: int, dt: DataType, tag_width: int = 0, name: str = "array",
+                 explicit_switch: bool = False) -> None:
         if dt.is_float:
             raise ValueError("the systolic array needs a fixed-point data type")
         w = dt.width
         self.n, self.dt, self.latency = n, dt, n
         vec = n * w
         tw = max(tag_width, 1)
-        self.input = Stream(Struct(data=vec, passthrough=1, tag=tw), f"{name}_input", SINK,
-                            always_ready=True)
+        fields = dict(data=vec, passthrough=1, tag=tw)
+        if explicit_switch:
+            fields["switch"] = 1
+        self.input = Stream(Struct(**fields), f"{name}_input", SINK, always_ready=True)
         self.weights = Stream(vec, f"{name}_weights", SINK, always_ready=True)
         self.output = Stream(Struct(data=vec, tag=tw), f"{name}_output", SOURCE,
                              always_ready=True)
@@ -91,9 +101,10 @@ class SystolicArray:
         self.bank, self.pending = named(cur, f"{name}_bank"), named(pending, f"{name}_pending")
 
         enter = in_valid & ~in_pass                    # a vector that uses weights
-        enter_bank = cur ^ pending                               # flips if a load is pending
+        switching = inp.switch if explicit_switch else pending   # flips to the loaded bank
+        enter_bank = cur ^ switching
         cur.next <<= pyrtl.select(enter, enter_bank, cur)
-        pending.next <<= (pending & ~enter) | load_valid
+        pending.next <<= (pending & ~(enter & switching)) | load_valid
 
         # The staging chain always holds the logical weight chain (it shifts on every push).
         # A push loads the shadow bank from the staging chain's next value, so after any push
@@ -162,9 +173,14 @@ class SystolicArray:
                 used = used | (sw[j] & (sb[j] == bank_bit))
             return used
 
+        # (without explicit switching, a pending load means the shadow bank has no users)
         self.push_ok = WireVector(1, f"{name}_push_ok")
-        self.push_ok <<= pending | ~users(~cur, n - 2)
-        next_cur = pyrtl.select(enter, enter_bank, cur)
-        next_pending = (pending & ~enter) | load_valid
         self.push_ok_next = WireVector(1, f"{name}_push_ok_next")
-        self.push_ok_next <<= next_pending | ~users(~next_cur, n - 3)
+        next_cur = pyrtl.select(enter, enter_bank, cur)
+        if explicit_switch:
+            self.push_ok <<= ~users(~cur, n - 2)
+            self.push_ok_next <<= ~users(~next_cur, n - 3)
+        else:
+            next_pending = (pending & ~enter) | load_valid
+            self.push_ok <<= pending | ~users(~cur, n - 2)
+            self.push_ok_next <<= next_pending | ~users(~next_cur, n - 3)

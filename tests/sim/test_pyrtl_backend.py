@@ -157,6 +157,23 @@ def test_random_chained_programs(arch_name):
     run()
 
 
+def test_random_programs_without_the_weight_loader():
+    """``Options(weight_loader=False)``: LoadWeights through the sequencer, bit-exact too."""
+    arch = ARCHS["n4_fp8_odd_depths_lut"]
+    options = Options(weight_loader=False)
+    cached_core(arch, options)
+
+    @settings(max_examples=40, deadline=None, derandomize=True,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @given(window_programs(arch))
+    def run(case):
+        program, images, timing = case
+        diffs, _ = compare(program, images, cached_core(arch, options), timing)
+        assert not diffs, "\n".join(diffs)
+
+    run()
+
+
 def _run(arch, program, images, options=None, timing=DramTiming(latency=20)):
     diffs, result = compare(program, images, cached_core(arch, options), timing)
     assert not diffs, "\n".join(diffs)
@@ -286,6 +303,45 @@ def test_one_vector_per_cycle_without_bubbles(name, program, ideal):
                     dram0={0: rng.integers(-300, 300, (2048, 4))})
     result = check(arch, program, images, DramTiming(latency=20))
     assert result.cycles == ideal + FILL
+
+
+def test_weight_pushes_hide_behind_matmuls():
+    """The weight loader pushes the next tile while this tile's MatMuls stream: ten tiles of
+    64 MatMul vectors cost the first tile's pushes only; through the sequencer (without the
+    loader) every tile's n + 1 pushes add up. Both bit-exact."""
+    arch = THROUGHPUT_ARCH
+    n = arch.array_size
+    program = []
+    for k in range(10):
+        program += [LoadWeights((k % 4) * (n + 1), 0, n)] + [
+            MatMul(100 + 16 * j, 0, 16 * j, 0, 15, True) for j in range(4)]
+    rng = np.random.default_rng(5)
+    images = Images(local={0: rng.integers(-300, 300, (1024, n))})
+    assert _cycles(arch, program, images) == (n + 1) + 640 + FILL
+    assert _cycles(arch, program, images, Options(weight_loader=False)) == \
+        10 * (n + 1) + 640 + FILL
+
+
+def test_weight_loader_keeps_program_order():
+    """LoadWeights run beside the sequencer yet see what it wrote before them and not what
+    it writes after them: a tile read from words an acc→local move fills, then overwritten
+    by the next acc→local move while the first tile may still be loading; a tile loaded
+    while DRAM still writes it; tiles whose MatMuls wait for their pushes."""
+    arch = ARCHS["n4_fp8_odd_depths_lut"]
+    n = arch.array_size
+    program = [                                             # local depth 60, 24 accumulators
+        DataMove(K.LOCAL_TO_ACC, 40, 0, 0, 0, n), DataMove(K.ACC_TO_LOCAL, 10, 0, 0, 0, n),
+        LoadWeights(10, 0, n), MatMul(30, 0, 8, 0, 3),                   # RAW through A2L
+        DataMove(K.LOCAL_TO_ACC, 50, 0, 0, 0, n), DataMove(K.ACC_TO_LOCAL, 10, 0, 0, 0, n),
+        LoadWeights(10, 0, n), MatMul(30, 0, 12, 0, 3, True),             # WAR, then RAW
+        DataMove(K.DRAM1_TO_LOCAL, 20, 0, 0, 1, n), LoadWeights(20, 0, 2),
+        LoadWeights(22, 0, 1), MatMul(31, 0, 16, 0, 0),                   # chained on DRAM1
+        LoadWeights(0, 0, 1, zeroes=True), MatMul(32, 0, 20, 0, 1),
+        DataMove(K.ACC_TO_LOCAL, 44, 0, 8, 0, 15), DataMove(K.LOCAL_TO_DRAM0, 44, 0, 0, 0, 15)]
+    for timing in (DramTiming(latency=0), DramTiming(latency=20),
+                   DramTiming(latency=3, stall_probability=0.6, seed=2)):
+        for options in (None, Options(weight_loader=False)):
+            _run(arch, program, make_images(arch, seed=7), options, timing)
 
 
 def test_dram_load_overlaps_independent_compute():

@@ -422,6 +422,7 @@ def test_options_defaults():
     assert o.decoder_timeout == 100
     assert o.reset_active_low is True
     assert o.chained_hazards is True
+    assert o.weight_loader is True
 
 
 @pytest.mark.parametrize("kwargs", [
@@ -439,6 +440,8 @@ def test_options_defaults():
     {"decoder_timeout": 65536},
     {"chained_hazards": 1},
     {"chained_hazards": "no"},
+    {"weight_loader": 0},
+    {"weight_loader": None},
 ])
 def test_options_bad_values(kwargs):
     with pytest.raises(OptionsError) as info:
@@ -451,7 +454,7 @@ def test_options_bad_values(kwargs):
     {"axi_data_width": 32}, {"axi_data_width": 128}, {"axi_data_width": 1024},
     {"mem_impl": "uram"}, {"mem_impl": "regs"}, {"sample_block_size": 65536},
     {"decoder_timeout": 1}, {"decoder_timeout": 65535}, {"reset_active_low": False},
-    {"chained_hazards": False},
+    {"chained_hazards": False}, {"weight_loader": False},
 ])
 def test_options_good_values(kwargs):
     o = Options(**kwargs)

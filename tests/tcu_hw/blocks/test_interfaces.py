@@ -25,9 +25,10 @@ from tcu_hw.blocks.local_memory import LocalMemory
 from tcu_hw.blocks.sampler import Sampler
 from tcu_hw.blocks.simd import SimdArray
 from tcu_hw.blocks.stream import (SINK, SOURCE, ConnectError, DramPort, Interface, RamPort,
-                                  RegFifo, Stream, Struct, combinational_inputs, connect,
-                                  handshakes, ports, queue)
+                                  RegFifo, RingFifo, SharedRead, Stream, Struct, combinational_inputs,
+                                  connect, handshakes, ports, queue)
 from tcu_hw.blocks.systolic_array import SystolicArray
+from tcu_hw.blocks.weight_loader import WeightLoader
 from tcu_hw.isa import Layout
 from tcu_hw.numeric import FP16BP8
 from tcu_hw.top import Top
@@ -51,10 +52,14 @@ BLOCKS = {
     "decoder": lambda: Decoder(LAYOUT, pyrtl.WireVector(8 * LAYOUT.instruction_bytes, "word")),
     "compute": lambda: ComputeUnit(LAYOUT, FP16BP8),
     "dram_engine": lambda: DramEngine(LAYOUT, 64),
+    "dram_engine_guest": lambda: DramEngine(LAYOUT, 64, guest=True),
+    "compute_without_loader": lambda: ComputeUnit(LAYOUT, FP16BP8, weight_loader=False),
+    "weight_loader": lambda: WeightLoader(LAYOUT, 64),
     "axi_master": lambda: AxiMaster(12, 10, lanes=4, lane_bits=16, data_width=32),
     "axi_master_slots": lambda: AxiMaster(12, 10, lanes=2, lane_bits=18, slot_bits=32,
                                           data_width=64, max_burst=16, max_outstanding=4),
     "reg_fifo": lambda: RegFifo(Struct(a=3, b=5), 3, "fifo"),
+    "ring_fifo": lambda: RingFifo(Struct(a=3, b=5), 3, "fifo"),
 }
 
 
@@ -161,8 +166,10 @@ def test_connecting_interfaces_is_all_or_nothing():
 
 
 @requires_gcc
-def test_queue_keeps_order_under_random_back_pressure():
-    rng = np.random.default_rng(3)
+@pytest.mark.parametrize("kind, depth", [(RegFifo, 3), (RingFifo, 3), (RingFifo, 1),
+                                         (RingFifo, 4)])
+def test_queue_keeps_order_under_random_back_pressure(kind, depth):
+    rng = np.random.default_rng(3 + depth)
     cycles = 600
     block = pyrtl.Block()
     with pyrtl.set_working_block(block):
@@ -170,7 +177,7 @@ def test_queue_keeps_order_under_random_back_pressure():
         count = pyrtl.Register(10, "count")
         src.drive(pyrtl.Input(1, "v"), value=count, tag=count[:2])
         count.next <<= count + src.fire
-        fifo = RegFifo(src.fields, 3, "q1")
+        fifo = kind(src.fields, depth, "q1")
         connect(src, fifo.enq)
         out = queue(fifo.deq, 1, "q2")
         out.ready <<= pyrtl.Input(1, "r")
@@ -189,11 +196,11 @@ def test_queue_keeps_order_under_random_back_pressure():
     assert taken == list(range(len(taken)))                     # every value once, in order
     assert [int(tr["ot"][k]) for k in out_fire] == [t % 4 for t in taken]
     accepted = sum(1 for k in range(cycles) if v_in[k] and tr["sr"][k])
-    assert 0 <= accepted - len(taken) <= 4                      # at most the queues' entries
+    assert 0 <= accepted - len(taken) <= depth + 1              # at most the queues' entries
     # the first FIFO's count and full flag follow its transfers, and it does fill up
     held = np.concatenate([[0], np.cumsum(tr["in"].astype(int) - tr["mid"].astype(int))])
     assert tr["held"].tolist() == held[:cycles].tolist()
-    assert tr["full"].tolist() == (held[:cycles] == 3).astype(int).tolist()
+    assert tr["full"].tolist() == (held[:cycles] == depth).astype(int).tolist()
     assert tr["full"].any()
 
 
@@ -321,10 +328,11 @@ def _section(doc: str, title: str) -> str:
 
 DOCUMENTED = {"DramPort": lambda: DramPort(4, 3, 8, "x", side="core"),
               "RamPort": lambda: RamPort(4, 8, "x", side="memory"),
+              "SharedRead": lambda: SharedRead(4, 8, "x", side="client"),
               **{name: make for name, make in BLOCKS.items() if name in (
                   "systolic_array", "accumulator", "simd", "local_memory", "config_registers",
                   "sampler", "instruction_stream", "decoder", "compute", "dram_engine",
-                  "axi_master", "reg_fifo")}}
+                  "axi_master", "reg_fifo", "ring_fifo", "weight_loader")}}
 
 
 @pytest.mark.parametrize("name", list(DOCUMENTED))
@@ -361,3 +369,5 @@ def test_blocks_refuse_parameters_that_do_not_fit_together():
             Stream(8, "s", "input")
         with pytest.raises(ValueError, match="depth must be at least 1"):
             RegFifo(8, 0, "f")
+        with pytest.raises(ValueError, match="depth must be at least 1"):
+            RingFifo(8, 0, "f")
