@@ -147,10 +147,14 @@ def spatial_linear(ctx: Lowering, x: Tensor, out_name: str, out_shape, wfull: np
                 if affine is not None:
                     out_side = ~inside
                     if out_side.any():
+                        # taps that read the frame's zeros keep each tap one run; but a
+                        # tap's rows in the top and bottom padding (the ends of its run)
+                        # are left out: their terms add exactly zero (no bias there)
                         known = np.zeros(len(xv), dtype=bool)
                         known[out_side] = ctx.zeros.known(xv[out_side])
                         in_range = (xv >= lo_vec) & (xv <= hi_vec)
-                        valid |= known | (out_side & ~care & in_range)
+                        rows_in = (i0 >= 0) & (i0 < S0)
+                        valid |= (known | (out_side & ~care & in_range)) & rows_in
                 o_valid, x_valid, care_valid = o_pix[valid], xv[valid], care[valid]
                 o_lack = None
                 for cob in blocks[kh][kw][s]:
