@@ -326,7 +326,9 @@ def test_weight_loader_keeps_program_order():
     """LoadWeights run beside the sequencer yet see what it wrote before them and not what
     it writes after them: a tile read from words an acc→local move fills, then overwritten
     by the next acc→local move while the first tile may still be loading; a tile loaded
-    while DRAM still writes it; tiles whose MatMuls wait for their pushes."""
+    while DRAM still writes it; tiles whose MatMuls wait for their pushes; a tile that waits
+    for a bank switch while the acc→local move behind the switching MatMul overwrites its
+    words. (Without the dispatcher's holds in either direction this test fails.)"""
     arch = ARCHS["n4_fp8_odd_depths_lut"]
     n = arch.array_size
     program = [                                             # local depth 60, 24 accumulators
@@ -337,7 +339,12 @@ def test_weight_loader_keeps_program_order():
         DataMove(K.DRAM1_TO_LOCAL, 20, 0, 0, 1, n), LoadWeights(20, 0, 2),
         LoadWeights(22, 0, 1), MatMul(31, 0, 16, 0, 0),                   # chained on DRAM1
         LoadWeights(0, 0, 1, zeroes=True), MatMul(32, 0, 20, 0, 1),
-        DataMove(K.ACC_TO_LOCAL, 44, 0, 8, 0, 15), DataMove(K.LOCAL_TO_DRAM0, 44, 0, 0, 0, 15)]
+        DataMove(K.ACC_TO_LOCAL, 44, 0, 8, 0, 15), DataMove(K.LOCAL_TO_DRAM0, 44, 0, 0, 0, 15),
+        # a tile that may only load once the one-vector MatMul before it has switched banks,
+        # and an acc→local move right behind that MatMul overwriting the tile's words (WAR)
+        LoadWeights(0, 0, n), MatMul(33, 0, 4, 0, 0), LoadWeights(10, 0, n),
+        DataMove(K.ACC_TO_LOCAL, 10, 0, 16, 0, n), MatMul(34, 0, 21, 0, 1),
+        DataMove(K.ACC_TO_LOCAL, 44, 0, 0, 0, 15)]
     for timing in (DramTiming(latency=0), DramTiming(latency=20),
                    DramTiming(latency=3, stall_probability=0.6, seed=2)):
         for options in (None, Options(weight_loader=False)):
