@@ -147,14 +147,15 @@ def spatial_linear(ctx: Lowering, x: Tensor, out_name: str, out_shape, wfull: np
                 if affine is not None:
                     out_side = ~inside
                     if out_side.any():
-                        # taps that read the frame's zeros keep each tap one run; but a
-                        # tap's rows in the top and bottom padding (the ends of its run)
-                        # are left out: their terms add exactly zero (no bias there)
+                        # taps that read the frame's zeros keep each tap one run; but the
+                        # rows above the first image and below the last (the two ends of the
+                        # run) are left out: those terms add exactly zero (a tile carrying
+                        # the bias gives its left-out outputs a zero-input term instead)
                         known = np.zeros(len(xv), dtype=bool)
                         known[out_side] = ctx.zeros.known(xv[out_side])
                         in_range = (xv >= lo_vec) & (xv <= hi_vec)
-                        rows_in = (i0 >= 0) & (i0 < S0)
-                        valid |= (known | (out_side & ~care & in_range)) & rows_in
+                        ends = ((i0 < 0) & (nn == 0)) | ((i0 >= S0) & (nn == N - 1))
+                        valid |= (known | (out_side & ~care & in_range)) & ~ends
                 o_valid, x_valid, care_valid = o_pix[valid], xv[valid], care[valid]
                 o_lack = None
                 for cob in blocks[kh][kw][s]:

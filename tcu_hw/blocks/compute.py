@@ -4,8 +4,8 @@ A queue of decoded compute instructions (:func:`tcu_hw.blocks.decoder.compute_st
 feeds a sequencer that issues one micro-op (one vector) per cycle; consecutive
 instructions follow each other without a bubble. LoadWeights go to a
 :class:`~tcu_hw.blocks.weight_loader.WeightLoader` beside the sequencer (reading local
-memory through port B), so the next tile's pushes overlap this tile's MatMuls; without the
-loader they take the sequencer's slot too. Every sequencer micro-op has the same shape::
+memory port A in the cycles the sequencer leaves it free, else port B), so the next tile's
+pushes overlap this tile's MatMuls; without the loader they take the sequencer's slot too. Every sequencer micro-op has the same shape::
 
     t0  issue: local port A read address / accumulator read address      (registered reads)
     t1  data:  MatMul      local → array (x)                 ─┐
@@ -73,7 +73,8 @@ class ComputeUnit:
             ``array``, ``acc`` and ``simd``; the weight loader ``wl``).
         external: build the accumulator RAM as ports to Verilog RAM modules.
         weight_loader: run LoadWeights in a :class:`~tcu_hw.blocks.weight_loader.WeightLoader`
-            reading local memory port B (``weights_local``); False: through the sequencer.
+            reading local memory port A when the sequencer leaves it free, else port B
+            (``weights_local``); False: through the sequencer.
 
     Ports:
         instructions: :class:`~tcu_hw.blocks.stream.Stream` sink of
@@ -114,6 +115,10 @@ class ComputeUnit:
         n = layout.array_size
         w = dt.width
         f = layout.hardware
+        if queue_depth + 2 >= 1 << TOKEN_BITS:
+            raise ValueError(f"compute unit {name!r}: queue depth {queue_depth} is too deep "
+                             f"for the {TOKEN_BITS}-bit weight counters (at most "
+                             f"{(1 << TOKEN_BITS) - 3})")
         rec = compute_struct(layout)
         self.record = rec
 
@@ -239,7 +244,7 @@ class ComputeUnit:
         acc_data = acc.r_data
         addr = laddr
         if wl:                      # port A to the loader when the sequencer leaves it free
-            seq_wants = (act_valid & needs_local & ~stall_push) | t1c[A2L]
+            seq_wants = (issue & needs_local) | t1c[A2L]
             wl.local_a.grant <<= wl.local_a.want & ~seq_wants
             wl.local_a.rdata <<= local.rdata
             addr = pyrtl.select(wl.local_a.grant, wl.local_a.addr, addr)
@@ -314,10 +319,13 @@ class ComputeUnit:
         self.weight_push = named(array.weights.valid, f"{name}_weight_push")
         self.array_busy = named(array.output.valid | t1_writes_acc, f"{name}_array_busy")
         self.acc_busy = named(acc.busy, f"{name}_acc_busy")
-        # local port A as a valid/ready pair: a read wanted (granted when it issues) or an
-        # acc→local write (always granted)
-        self.port_a_valid = named((act_valid & needs_local) | t1c[A2L], f"{name}_port_a_valid")
-        self.port_a_ready = named((issue & needs_local) | t1c[A2L], f"{name}_port_a_ready")
+        # local port A as a valid/ready pair: a read wanted (granted when it issues), an
+        # acc→local write (always granted) or a read of the loader (granted)
+        loader_a = wl.local_a.grant if wl else Const(0, 1)
+        self.port_a_valid = named((act_valid & needs_local) | t1c[A2L] | loader_a,
+                                  f"{name}_port_a_valid")
+        self.port_a_ready = named((issue & needs_local) | t1c[A2L] | loader_a,
+                                  f"{name}_port_a_ready")
 
     def wait_for(self, ranges) -> None:
         """Chain local reads behind ``ranges`` (``valid``/``lo``/``hi`` records of local words

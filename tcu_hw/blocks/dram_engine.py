@@ -262,9 +262,9 @@ class DramEngine:
         # the guest first (its reads feed compute; the channels' data waits in their skids
         # and in the DRAM), the channels in turn
         guest_read = g.want if g else Const(0, 1)
-        grants = round_robin([c.want for c in ch], f"{name}_port_b")
+        grants = round_robin([c.want & ~guest_read for c in ch], f"{name}_port_b")
         for c, grant in zip(ch, grants):
-            c.grant <<= grant & ~guest_read
+            c.grant <<= grant
         addr = pyrtl.select(grants[1], ch[1].addr, ch[0].addr)
         if g:
             g.grant <<= guest_read

@@ -56,9 +56,11 @@ class SystolicArray:
         input: :class:`~tcu_hw.blocks.stream.Stream` sink, always ready: ``data`` (n·W:
             lanes x[0..n-1]), ``passthrough`` (1: the columns start from ``data`` instead of
             the bias and x = 0, so ``data`` comes out unchanged after n cycles, as
-            MAC(0, w, z) = z exactly), ``tag`` (tag_width).
+            MAC(0, w, z) = z exactly), ``tag`` (tag_width); with ``explicit_switch`` also
+            ``switch`` (1: this vector switches to the bank the pushes loaded).
         weights: sink, always ready: ``data`` (n·W), one vector pushed into the weight chain.
-            At most one of ``input.valid`` and ``weights.valid`` per cycle.
+            At most one of ``input.valid`` and ``weights.valid`` per cycle; with
+            ``explicit_switch`` a push may come with any vector that does not switch.
         output: source, always ready (it cannot wait: connect it to an always-ready sink):
             ``data`` (n·W), ``tag``, the vector that entered n cycles ago.
         push_ok: output (1), a push this cycle is safe.
@@ -70,7 +72,8 @@ class SystolicArray:
         pending: output (1), the shadow bank has been pushed into since the last switch.
 
     Latency: n cycles from ``input`` to ``output``; a push affects the next vector that
-    enters. The pipeline always advances.
+    enters (with ``explicit_switch``: the next vector with ``switch = 1``). The pipeline
+    always advances.
     """
 
     def __init__(self, n: int, dt: DataType, tag_width: int = 0, name: str = "array",

@@ -1,4 +1,4 @@
-"""Weight loader: LoadWeights pushed from local memory port B beside the compute sequencer.
+"""Weight loader: LoadWeights pushed from local memory beside the compute sequencer.
 
 The systolic array double-buffers its weights: MatMuls use one bank while pushes load the
 other. Pushing through the compute sequencer's one-vector-per-cycle slot still costs
@@ -80,13 +80,20 @@ class WeightLoader:
         idle: output (1), nothing queued or in flight.
         stall: output (1), a LoadWeights is waiting.
 
-    Latency: a read issues at t0 (when granted) and its vector is pushed at t1; a queued
-    LoadWeights starts one cycle after it enters, and the next follows without a bubble.
+    Latency: a read issues at t0 (when granted) and its vector is pushed at t1; an accepted
+    LoadWeights issues its first read two cycles later (queue, then active), and the next
+    follows without a bubble. Overlap is limited by what reaches the loader: the next tile's
+    LoadWeights arrive once the current tile's MatMuls have been accepted by the compute
+    unit (its queue is two deep), so a tile of many short MatMuls still shows its pushes.
     """
 
     def __init__(self, layout: Layout, vector_bits: int, queue_depth: int = 1,
                  name: str = "wl") -> None:
         f = layout.hardware
+        if not 1 <= queue_depth < (1 << TOKEN_BITS) - 2:
+            raise ValueError(f"weight loader {name!r}: queue depth {queue_depth} is not "
+                             f"allowed; use 1 to {(1 << TOKEN_BITS) - 3} (the {TOKEN_BITS}-bit "
+                             f"counters must tell the LoadWeights in flight apart)")
         rec = loader_struct(layout)
         self.record = rec
         self.loads = Stream(rec, f"{name}_loads", SINK)

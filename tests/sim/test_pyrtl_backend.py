@@ -157,10 +157,13 @@ def test_random_chained_programs(arch_name):
     run()
 
 
-def test_random_programs_without_the_weight_loader():
-    """``Options(weight_loader=False)``: LoadWeights through the sequencer, bit-exact too."""
+@pytest.mark.parametrize("options", [Options(weight_loader=False),
+                                     Options(chained_hazards=False)],
+                         ids=["no_weight_loader", "loader_unchained"])
+def test_random_programs_other_options(options):
+    """LoadWeights through the sequencer (``weight_loader=False``), and the loader with
+    every hazard waiting at dispatch (``chained_hazards=False``): bit-exact too."""
     arch = ARCHS["n4_fp8_odd_depths_lut"]
-    options = Options(weight_loader=False)
     cached_core(arch, options)
 
     @settings(max_examples=40, deadline=None, derandomize=True,
@@ -317,21 +320,28 @@ def test_weight_pushes_hide_behind_matmuls():
             MatMul(100 + 16 * j, 0, 16 * j, 0, 15, True) for j in range(4)]
     rng = np.random.default_rng(5)
     images = Images(local={0: rng.integers(-300, 300, (1024, n))})
-    assert _cycles(arch, program, images) == (n + 1) + 640 + FILL
-    assert _cycles(arch, program, images, Options(weight_loader=False)) == \
-        10 * (n + 1) + 640 + FILL
+    beside = _run(arch, program, images)
+    assert beside.cycles == (n + 1) + 640 + FILL
+    inside = _run(arch, program, images, Options(weight_loader=False))
+    assert inside.cycles == 10 * (n + 1) + 640 + FILL
+    # the counters say so: every vector pushed, and only the first tile's pushes waited for
+    for r in (beside, inside):
+        assert r.counters["weight_pushes"] == 10 * (n + 1)
+    assert 0 < beside.counters["weight_wait"] <= n + 2
+    assert inside.counters["weight_wait"] == 0
 
 
-def test_weight_loader_keeps_program_order():
+@pytest.mark.parametrize("arch_name", ["n4_fp8_odd_depths_lut", "n8_fp16"])
+def test_weight_loader_keeps_program_order(arch_name):
     """LoadWeights run beside the sequencer yet see what it wrote before them and not what
     it writes after them: a tile read from words an acc→local move fills, then overwritten
     by the next acc→local move while the first tile may still be loading; a tile loaded
     while DRAM still writes it; tiles whose MatMuls wait for their pushes; a tile that waits
     for a bank switch while the acc→local move behind the switching MatMul overwrites its
     words. (Without the dispatcher's holds in either direction this test fails.)"""
-    arch = ARCHS["n4_fp8_odd_depths_lut"]
+    arch = ARCHS[arch_name]
     n = arch.array_size
-    program = [                                             # local depth 60, 24 accumulators
+    program = [                                          # local depth ≥ 60, ≥ 24 accumulators
         DataMove(K.LOCAL_TO_ACC, 40, 0, 0, 0, n), DataMove(K.ACC_TO_LOCAL, 10, 0, 0, 0, n),
         LoadWeights(10, 0, n), MatMul(30, 0, 8, 0, 3),                   # RAW through A2L
         DataMove(K.LOCAL_TO_ACC, 50, 0, 0, 0, n), DataMove(K.ACC_TO_LOCAL, 10, 0, 0, 0, n),
@@ -344,7 +354,10 @@ def test_weight_loader_keeps_program_order():
         # and an acc→local move right behind that MatMul overwriting the tile's words (WAR)
         LoadWeights(0, 0, n), MatMul(33, 0, 4, 0, 0), LoadWeights(10, 0, n),
         DataMove(K.ACC_TO_LOCAL, 10, 0, 16, 0, n), MatMul(34, 0, 21, 0, 1),
-        DataMove(K.ACC_TO_LOCAL, 44, 0, 0, 0, 15)]
+        DataMove(K.ACC_TO_LOCAL, 44, 0, 0, 0, 15),
+        LoadWeights(0, 0, n), MatMul(30, 0, 8, 0, 0), LoadWeights(10, 0, n),
+        DataMove(K.ACC_TO_LOCAL, 10, 0, 0, 0, n), MatMul(31, 0, 12, 0, 0),
+        DataMove(K.ACC_TO_LOCAL, 44, 0, 8, 0, 15)]
     for timing in (DramTiming(latency=0), DramTiming(latency=20),
                    DramTiming(latency=3, stall_probability=0.6, seed=2)):
         for options in (None, Options(weight_loader=False)):

@@ -371,3 +371,8 @@ def test_blocks_refuse_parameters_that_do_not_fit_together():
             RegFifo(8, 0, "f")
         with pytest.raises(ValueError, match="depth must be at least 1"):
             RingFifo(8, 0, "f")
+        with pytest.raises(ValueError, match="too deep for the 3-bit weight counters"):
+            ComputeUnit(LAYOUT, FP16BP8, queue_depth=6)
+        for depth in (0, 6):
+            with pytest.raises(ValueError, match="queue depth .* is not allowed; use 1 to 5"):
+                WeightLoader(LAYOUT, 64, queue_depth=depth)

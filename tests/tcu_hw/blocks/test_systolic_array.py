@@ -127,9 +127,10 @@ def test_partial_and_zero_pushes():
 
 @pytest.mark.parametrize("n", [2, 3, 4])
 def test_explicit_switch_pushes_beside_vectors(n):
-    """``explicit_switch``: the next tile's pushes run while this tile's vectors keep
-    entering (a push and a vector in the same cycle), the first vector of the next tile
-    switches with ``switch = 1``; a push waits for ``push_ok_next`` (of the cycle before)."""
+    """``explicit_switch``: the next tile's pushes run while this tile's vectors (and
+    pass-through vectors) keep entering (a push and a vector in the same cycle), the first
+    vector of the next tile switches with ``switch = 1``; a push waits for ``push_ok_next``
+    (of the cycle before)."""
     dt = FP16BP8
     rng = np.random.default_rng(10 + n)
     tiles = [rng.integers(-200, 200, (n + 1, n)) for _ in range(6)]      # [bias, rows...]
@@ -140,31 +141,40 @@ def test_explicit_switch_pushes_beside_vectors(n):
                [("valid", arr.input.valid), ("data", arr.input.payload.data),
                 ("switch", arr.input.payload.switch), ("push", arr.weights.valid),
                 ("wdata", arr.weights.payload.data)]}
-        arr.input.drive(ins["valid"], data=ins["data"], switch=ins["switch"], passthrough=0)
+        ins["pass"] = pyrtl.Input(1, "in_pass")
+        arr.input.drive(ins["valid"], data=ins["data"], switch=ins["switch"],
+                        passthrough=ins["pass"])
         arr.weights.drive(ins["push"], data=ins["wdata"])
         sim = pyrtl.Simulation()
     pushed = [0] * len(tiles)              # pushes done per tile (row n-1 first, bias last)
     entered = [0] * len(tiles)
-    switched, ok_next, out = -1, 1, []
+    switched, ok_next, out, want = -1, 1, [], []
     for _ in range(2000):
         step = dict(valid=0, data=0, switch=0, push=0, wdata=0)
+        step["pass"] = 0
         p = next((t for t in range(len(tiles)) if pushed[t] <= n), None)
         if p is not None and p <= switched + 1 and ok_next and rng.random() < 0.8:
             step.update(push=1, wdata=lanes.to_int(tiles[p][n - pushed[p]], 16))
             pushed[p] += 1
         v = next((t for t in range(len(tiles)) if entered[t] < len(xs[t])), None)
-        if v is not None and rng.random() < 0.8 and (entered[v] or (
+        if v is not None and rng.random() < 0.15:       # a pass-through vector
+            value = rng.integers(-300, 300, n)
+            step.update({"valid": 1, "pass": 1, "data": lanes.to_int(value, 16)})
+            want.append(value)
+        elif v is not None and rng.random() < 0.8 and (entered[v] or (
                 pushed[v] == n + 1 and not (step["push"] and p == v))):
             first = entered[v] == 0
             step.update(valid=1, switch=int(first),
                         data=lanes.to_int(xs[v][entered[v]], 16))
+            want.append(numeric.matmul_reference(xs[v][entered[v]][None], tiles[v][1:],
+                                                 tiles[v][0], dt)[0])
             entered[v] += 1
             switched = v if first else switched
         sim.step({f"in_{k}": val for k, val in step.items()})
         ok_next = sim.inspect(arr.push_ok_next.name)
         if sim.inspect(arr.output.valid.name):
             out.append(sim.inspect(arr.output.payload.data.name))
-    want = np.concatenate([numeric.matmul_reference(x, t[1:], t[0], dt)
-                           for x, t in zip(xs, tiles)])
+    assert entered == [len(x) for x in xs]
+    want = np.array(want)
     got = np.array([lanes.from_int(v, n, 16) for v in out])
     assert len(out) == len(want) and np.array_equal(got, want)
