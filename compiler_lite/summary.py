@@ -22,36 +22,55 @@ DRAM_KINDS = {DataMoveKind.DRAM0_TO_LOCAL, DataMoveKind.LOCAL_TO_DRAM0,
               DataMoveKind.DRAM1_TO_LOCAL, DataMoveKind.LOCAL_TO_DRAM1}
 
 
+#: Compute instructions queued in the compute unit ahead of the one it runs, plus that one:
+#: a LoadWeights reaches the weight loader only once all but these many of the instructions
+#: before it have been taken (dispatch is in program order).
+COMPUTE_LOOKAHEAD = 3
+#: Cycles from a LoadWeights reaching the loader to its first push.
+LOADER_START = 2
+
+
 def estimate(instrs, arch) -> tuple[int, int]:
     """(compute-unit cycles, DRAM-unit cycles) of a run of instructions.
 
     The compute unit issues one vector per cycle (MatMul, acc↔local moves, LoadLUT) or one
-    SIMD instruction; its weight loader pushes LoadWeights beside it, starting when the
-    previous tile's first MatMul switches banks, so a tile's MatMul waits only for the pushes
-    that the work since that switch did not cover."""
+    SIMD instruction; its weight loader pushes LoadWeights beside it. A tile's pushes start
+    when the previous tile has switched banks and the LoadWeights has reached the loader
+    (behind at most :data:`COMPUTE_LOOKAHEAD` instructions still to run), so a switching
+    MatMul waits for the pushes that the work still ahead of it did not cover."""
     compute = dram = 0
-    pushes = since_switch = 0
+    pushes = cover = 0
+    recent: list[int] = []                  # slot work of the latest instructions since a switch
     lut = lut_vectors(arch.lut_depth, arch.array_size)
     for ins in instrs:
         work = 0
         if isinstance(ins, LoadWeights):
+            if not pushes:                  # the first of a tile: what still runs ahead of it
+                cover = sum(recent[-COMPUTE_LOOKAHEAD:])
             pushes += ins.size + 1
-        elif isinstance(ins, MatMul):
+            continue
+        if isinstance(ins, MatMul):
             if pushes:
-                compute += max(0, pushes - since_switch)
-                pushes = since_switch = 0
+                compute += max(0, pushes + LOADER_START - cover)
+                pushes = cover = 0
+                recent = []
             work = ins.size + 1
         elif isinstance(ins, DataMove):
             if ins.kind in DRAM_KINDS:
                 dram += ins.size + 1
-            else:
-                work = ins.size + 1
+                continue
+            work = ins.size + 1
         elif isinstance(ins, SIMD):
             work = 1
         elif isinstance(ins, LoadLUT):
             work = lut
+        else:
+            continue
         compute += work
-        since_switch += work
+        if pushes:
+            cover += work
+        else:
+            recent.append(work)
     return compute, dram
 
 

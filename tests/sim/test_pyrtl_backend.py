@@ -331,6 +331,24 @@ def test_weight_pushes_hide_behind_matmuls():
     assert inside.counters["weight_wait"] == 0
 
 
+@pytest.mark.parametrize("vectors", [1, 2, 4])
+def test_compiler_estimate_follows_the_weight_loader(vectors):
+    """The compiler's cycle estimate (:func:`compiler_lite.summary.estimate`) models pushes
+    beside the slot, started once the LoadWeights reaches the loader: within 5% of the
+    core for tiles of short MatMuls (pushes partly exposed) and long ones (hidden)."""
+    from compiler_lite.summary import estimate
+    arch = THROUGHPUT_ARCH
+    n = arch.array_size
+    program = []
+    for k in range(12):
+        program += [LoadWeights((k % 4) * (n + 1), 0, n)] + [
+            MatMul(100 + vectors * j, 0, vectors * j, 0, vectors - 1, True) for j in range(8)]
+    rng = np.random.default_rng(6)
+    images = Images(local={0: rng.integers(-300, 300, (1024, n))})
+    measured = _cycles(arch, program, images) - FILL
+    assert abs(estimate(program, arch)[0] - measured) <= 0.05 * measured
+
+
 @pytest.mark.parametrize("arch_name", ["n4_fp8_odd_depths_lut", "n8_fp16"])
 def test_weight_loader_keeps_program_order(arch_name):
     """LoadWeights run beside the sequencer yet see what it wrote before them and not what
