@@ -15,7 +15,9 @@ timing (latency, bandwidth, random back-pressure) are written into memories at r
                       timing=DramTiming(latency=20))
     out = core.read_dram0(0, 2)
 
-:meth:`PyrtlCore.run_model` runs a `.tmodel` with the same placement as the emulator.
+:meth:`PyrtlCore.run_model` runs a `.tmodel` with the same placement as the emulator. A run
+is hung only when nothing moves for :data:`STALL_CYCLES` cycles (a ``tb_quiet`` counter in
+the testbench), however long it takes otherwise; ``max_cycles`` caps a run on request.
 """
 
 from __future__ import annotations
@@ -43,8 +45,15 @@ COUNTERS = ("cycles", "dispatched", "compute_issue", "compute_stall", "matmul_ve
             "weight_pushes", "weight_wait", "tracepoint_cycles", "timeout_cycles")
 
 
+#: A run is hung when nothing moves for this many cycles: no instruction taken or
+#: dispatched, no compute micro-op or weight push, no DRAM request or data beat, nothing in
+#: the array. Slow but legal DRAM timing never comes near it (a DRAM answers or takes a
+#: beat within a few hundred cycles); a run can also be capped with ``max_cycles``.
+STALL_CYCLES = 20_000
+
+
 class SimulationHang(TcuError):
-    """The program did not finish within the cycle budget."""
+    """The program stopped making progress (or did not finish within ``max_cycles``)."""
 
 
 @dataclass(frozen=True)
@@ -119,6 +128,15 @@ class PyrtlCore:
                 connect(port, model.port)
                 self.drams.append(model)
             done = ~more & core.idle & self.drams[0].idle & self.drams[1].idle
+            # cycles since anything moved (see STALL_CYCLES)
+            st = core.status
+            moved = core.instructions.fire | st.dispatch | st.compute_issue | \
+                st.weight_push | st.dram_busy | core.compute.array_busy
+            for port in (core.dram0, core.dram1):
+                moved = moved | port.req.fire | port.rdata.fire | port.wdata.fire
+            quiet = pyrtl.Register(32, "tb_quiet")
+            quiet.next <<= pyrtl.select(moved | done, pyrtl.Const(0, 32),
+                                        pyrtl.select(quiet == 0xFFFFFFFF, quiet, quiet + 1))
             if core.samples is not None:
                 # keep every sample (the consumer is always ready) in a ring of 4096 words
                 out = core.samples
@@ -153,7 +171,8 @@ class PyrtlCore:
                     out = pyrtl.Output(wire.bitwidth, f"probe{k}")
                     out <<= wire
                     self.probe_names[f"probe{k}"] = (wire.name, wire.bitwidth)
-            for name, wire in (("done", done), ("error", core.error), ("error_pc", core.error_pc),
+            for name, wire in (("done", done), ("quiet", quiet), ("error", core.error),
+                               ("error_pc", core.error_pc),
                                ("pc", core.pc), ("dram0_reads", self.drams[0].reads),
                                ("dram0_writes", self.drams[0].writes),
                                ("dram1_reads", self.drams[1].reads),
@@ -218,8 +237,14 @@ class PyrtlCore:
             dram0: Mapping[int, np.ndarray] = (), dram1: Mapping[int, np.ndarray] = (),
             local: Mapping[int, np.ndarray] = (), timing: DramTiming = DramTiming(),
             max_cycles: int | None = None, window: tuple[int, int] | None = None,
-            marks: Sequence[int] | None = None) -> RunResult:
+            marks: Sequence[int] | None = None, stall_cycles: int = STALL_CYCLES
+            ) -> RunResult:
         """Reset, load, run until the program has completed, and return the counters.
+
+        The run is hung (:class:`SimulationHang`) when nothing moves for ``stall_cycles``
+        cycles (see :data:`STALL_CYCLES`), or, with ``max_cycles``, when it has not finished
+        after that many cycles. Either is noticed at the end of a simulated chunk of cycles
+        (at most ``stall_cycles`` or 65,536 more).
 
         With ``window = (pc_from, pc_to)`` (and ``probes``), :attr:`trace` holds
         ``(first cycle, {signal: (width, values)})`` for that program-counter window. With
@@ -242,7 +267,8 @@ class PyrtlCore:
         self._fresh = False
         count = setup()
         self._setup = setup
-        budget = max_cycles or (200 * count + 100_000)
+        self._limits = (max_cycles, stall_cycles, count)
+        budget = max_cycles
         self.trace = None
         found: list = []
         if window:
@@ -261,7 +287,7 @@ class PyrtlCore:
         """:meth:`_run` watching the counters every cycle (see ``marks`` in :meth:`run`)."""
         if any(b < a for a, b in zip(marks, marks[1:])):
             raise ValueError("marks must be in increasing order")
-        names = [f"count_{c}" for c in COUNTERS] + ["done"]
+        names = [f"count_{c}" for c in COUNTERS] + ["done", "quiet", "pc"]
         found: list = [None] * len(marks)
         chunk, ran, nxt = 4096, 0, 0
         while True:
@@ -274,25 +300,33 @@ class PyrtlCore:
             ran += chunk
             if tr["done"][-1]:
                 return self.sim.run_cycles(1), found
-            if ran >= budget:
-                raise self._hang(ran, {k: int(v[-1]) for k, v in tr.items()}, count)
+            self._check(ran, {k: int(v[-1]) for k, v in tr.items()})
             chunk = min(chunk * 2, 1 << 16)
 
-    def _hang(self, ran: int, out: dict, count: int) -> SimulationHang:
-        return SimulationHang(
-            f"the program did not finish in {ran:,} cycles (pc {out['pc']}, "
-            f"{out['count_dispatched']:,} of {count:,} instructions dispatched)")
+    def _check(self, ran: int, out: dict) -> None:
+        """Raise :class:`SimulationHang` when the run is hung (see :meth:`run`)."""
+        max_cycles, stall, count = self._limits
+        where = (f"pc {out['pc']}, {out['count_dispatched']:,} of {count:,} instructions "
+                 f"dispatched")
+        if out["quiet"] >= stall:
+            raise SimulationHang(
+                f"the program stopped making progress: nothing moved for {out['quiet']:,} "
+                f"cycles (the limit is {stall:,}) at cycle {ran:,} ({where})")
+        if max_cycles is not None and ran >= max_cycles:
+            raise SimulationHang(f"the program did not finish in {ran:,} cycles (max_cycles "
+                                 f"{max_cycles:,}; {where})")
 
-    def _run(self, budget: int, count: int) -> dict:
+    def _run(self, budget: int | None, count: int) -> dict:
         chunk, ran = 256, 0
         while True:
+            if budget is not None:
+                chunk = max(1, min(chunk, budget - ran))
             out = self.sim.run_cycles(chunk)
             ran += chunk
             if out["done"]:
                 return out
-            if ran >= budget:
-                raise self._hang(ran, out, count)
-            chunk = min(chunk * 2, 1 << 16)
+            self._check(ran, out)
+            chunk = min(chunk * 2, 1 << 16, max(256, self._limits[1]))
 
     def _advance(self, cycles: int) -> None:
         while cycles > 0:
@@ -309,7 +343,7 @@ class PyrtlCore:
             raise ValueError("waveforms need PyrtlCore(..., probes=True)")
         first, last = window
         drain = 2 * self.arch.array_size + 16
-        control = ("pc", "done", "count_dispatched")
+        control = ("pc", "done", "count_dispatched", "quiet")
         chunk, ran, start = 4096, 0, None
         while start is None:
             tr = self.sim.run_trace(chunk, names=control)
@@ -319,8 +353,8 @@ class PyrtlCore:
             elif tr["done"][-1]:
                 start = ran + chunk                     # the window is never reached
             ran += chunk
-            if ran >= budget and start is None:
-                raise self._hang(ran, {k: int(v[-1]) for k, v in tr.items()}, count)
+            if start is None:
+                self._check(ran, {k: int(v[-1]) for k, v in tr.items()})
         self.sim.reset()
         self._setup()
         self._advance(start)
@@ -336,8 +370,8 @@ class PyrtlCore:
             keep = cycles < (stop if stop is not None else 1 << 62)
             kept.append({k: v[keep] for k, v in tr.items() if k.startswith("probe")})
             ran += chunk
-            if ran >= budget and stop is None:
-                raise self._hang(ran, {k: int(v[-1]) for k, v in tr.items()}, count)
+            if stop is None:
+                self._check(ran, {k: int(v[-1]) for k, v in tr.items()})
         out = {k: int(v[-1]) for k, v in tr.items() if not k.startswith("probe")}
         if not out["done"]:
             out = self._run(budget, count)

@@ -3,7 +3,9 @@
 Cycle by cycle (Python per cycle, so for small programs): the instruction stream is fed as
 AXI-Stream words, the two DRAM ports are served by :class:`sim.axi_model.AxiSlaveModel`
 (which checks the AXI rules), and the run ends when the flush probe completes, as on a real
-board. Used to test the AXI converters and the top before they go through Verilator.
+board. Used to test the AXI converters and the top before they go through Verilator. A run
+is hung when no handshake happens on the instruction stream or either AXI port for
+``stall_cycles`` cycles (as for the core, :data:`sim.pyrtl_backend.STALL_CYCLES`).
 """
 
 from __future__ import annotations
@@ -15,13 +17,17 @@ import numpy as np
 from tcu_hw import numeric
 from tcu_hw.arch import Architecture, Options
 from tcu_hw.blocks.axi import AXI_INPUTS, AXI_PORT_ORDER
-from tcu_hw.errors import TcuError
 from tcu_hw.isa import Instruction, flush_probe
 from tcu_hw.verilog import build_top
 
 from .axi_model import AxiSlaveModel
 from .model import probe_pattern
+from .pyrtl_backend import STALL_CYCLES, SimulationHang
 from .pyrtl_sim import ArraySimulation
+
+#: (VALID, READY) pairs of an AXI4 port: a handshake on any of them is progress
+_HANDSHAKES = [("arvalid", "arready"), ("rvalid", "rready"), ("awvalid", "awready"),
+               ("wvalid", "wready"), ("bvalid", "bready")]
 
 
 class PyrtlTop:
@@ -33,8 +39,11 @@ class PyrtlTop:
 
     def run(self, program: Sequence[Instruction], dram0: Mapping[int, np.ndarray] = (),
             dram1: Mapping[int, np.ndarray] = (), latency: int = 4, stall: float = 0.0,
-            seed: int = 1, max_cycles: int = 200_000) -> int:
-        """Run to the flush probe; returns the cycle count. DRAM contents in ``self.drams``."""
+            seed: int = 1, max_cycles: int | None = None,
+            stall_cycles: int = STALL_CYCLES) -> int:
+        """Run to the flush probe; returns the cycle count. DRAM contents in ``self.drams``.
+        Raises :class:`~sim.pyrtl_backend.SimulationHang` when nothing moves for
+        ``stall_cycles`` cycles, or the probe has not completed after ``max_cycles``."""
         if not self._fresh:
             self.sim.reset()
         self._fresh = False
@@ -56,7 +65,13 @@ class PyrtlTop:
         pattern = probe_pattern(arch)
         self.drams[0].mem[src:src + vb] = pattern
         fed, wb = 0, dw // 8
-        for cycle in range(max_cycles):
+        quiet, cycle = 0, 0
+        while True:
+            if quiet >= stall_cycles or (max_cycles is not None and cycle >= max_cycles):
+                why = (f"nothing moved for {quiet:,} cycles" if quiet >= stall_cycles
+                       else f"the flush probe did not complete in {max_cycles:,} cycles")
+                raise SimulationHang(f"the top stopped: {why} at cycle {cycle:,} ({fed} of "
+                                     f"{len(data)} instruction bytes fed)")
             inputs = {"instruction_tvalid": int(fed < len(data)),
                       "instruction_tdata": int.from_bytes(data[fed:fed + wb], "little"),
                       "instruction_tlast": 0}
@@ -66,8 +81,15 @@ class PyrtlTop:
             if self.options.sample_block_size:
                 inputs["sample_tready"] = 1
             out = self.sim.run_cycles(1, inputs)
-            if inputs["instruction_tvalid"] and out["instruction_tready"]:
+            moved = inputs["instruction_tvalid"] and out["instruction_tready"]
+            if moved:
                 fed += wb
+            for k in range(2):
+                sig = {**{s: inputs[f"m_axi_dram{k}_{s}"] for s in AXI_INPUTS},
+                       **{s: out[f"m_axi_dram{k}_{s}"] for s in AXI_PORT_ORDER
+                          if s not in AXI_INPUTS}}
+                moved = moved or any(sig[v] and sig[r] for v, r in _HANDSHAKES)
+            quiet = 0 if moved else quiet + 1
             for k, s in enumerate(self.drams):
                 s.sample({sig: out[f"m_axi_dram{k}_{sig}"] for sig in AXI_PORT_ORDER
                           if sig not in AXI_INPUTS})
@@ -76,8 +98,7 @@ class PyrtlTop:
                 self.drams[0].mem[src:src + vb] = bytes(vb)
                 self.drams[0].mem[dst:dst + vb] = bytes(vb)
                 return cycle + 1
-        raise TcuError(f"the top did not complete the flush probe in {max_cycles} cycles "
-                       f"({fed} of {len(data)} instruction bytes fed)")
+            cycle += 1
 
     def read_dram(self, k: int, base: int, count: int) -> np.ndarray:
         vb = self.arch.vector_bytes

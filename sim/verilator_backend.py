@@ -37,6 +37,7 @@ from tcu_hw.isa import Instruction, flush_probe
 from tcu_hw.verilog import verilog, waiver
 
 from .model import probe_pattern
+from .pyrtl_backend import STALL_CYCLES
 
 TB = Path(__file__).with_name("verilator") / "tb_top.cpp"
 #: C++ flags of the testbench build (part of the build cache key).
@@ -134,16 +135,19 @@ class VerilatorTop:
 
     def run(self, program: Sequence[Instruction] | bytes, dram0: Mapping[int, np.ndarray] = (),
             dram1: Mapping[int, np.ndarray] = (), timing: AxiTiming = AxiTiming(),
-            max_cycles: int | None = None) -> VerilatorResult:
+            max_cycles: int | None = None, stall_cycles: int = STALL_CYCLES
+            ) -> VerilatorResult:
         """Feed the program (plus the flush probe), run until the probe completes, keep the
-        final DRAM images for :meth:`read_dram0` / :meth:`read_dram1`."""
+        final DRAM images for :meth:`read_dram0` / :meth:`read_dram1`. The run is hung
+        (:class:`VerilatorError`) when no instruction word, AXI burst or beat moves for
+        ``stall_cycles`` cycles, or, with ``max_cycles``, when the probe has not completed
+        after that many cycles."""
         arch, lay = self.arch, self.arch.layout
         body = bytes(program) if isinstance(program, (bytes, bytearray)) else \
             lay.encode_program(program)
         data = body + lay.encode_program(flush_probe(arch))
         pad = (-len(data)) % self.beat_bytes
         data += bytes(pad)                                       # NoOps
-        count = len(data) // lay.instruction_bytes
         with tempfile.TemporaryDirectory(prefix="tcu_vl_") as d:
             d = Path(d)
             (d / "prog.bin").write_bytes(data)
@@ -156,7 +160,8 @@ class VerilatorTop:
                    "probe_dst": arch.dram0_depth - 2, "latency": timing.latency,
                    "write_latency": timing.write_latency, "outstanding": timing.outstanding,
                    "stall": timing.stall_probability, "feed_stall": timing.feed_stall,
-                   "seed": timing.seed, "max_cycles": max_cycles or (300 * count + 200_000),
+                   "seed": timing.seed, "max_cycles": max_cycles or 0,
+                   "stall_cycles": stall_cycles,
                    "pattern": probe_pattern(arch).hex()}
             (d / "config.txt").write_text("".join(f"{k} {v}\n" for k, v in cfg.items()))
             run = subprocess.run([str(self.binary), str(d / "config.txt")],

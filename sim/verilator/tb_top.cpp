@@ -196,6 +196,8 @@ struct AxiSlave {
     }
     void b(bool ready) { if (bvalid && ready) bresps.pop_front(); }
     bool idle() const { return reads.empty() && writes.empty() && bresps.empty(); }
+    // grows with every burst accepted and every beat moved: a change is progress
+    uint64_t activity() const { return bursts_r + bursts_w + beats_r + beats_w; }
 };
 
 #define SLAVE_IO(S, P)                                                                   \
@@ -258,7 +260,9 @@ int main(int argc, char** argv) {
     std::memcpy(&s[0].mem[probe_src], pattern.data(), vector_bytes);
     std::memset(&s[0].mem[probe_dst], 0, vector_bytes);
 
-    const uint64_t max_cycles = cfg.u("max_cycles");
+    const uint64_t max_cycles = cfg.u("max_cycles");      // 0: no limit
+    const uint64_t stall_cycles = cfg.u("stall_cycles");  // hung after this many quiet cycles
+    uint64_t quiet = 0, last_activity = 0;
     const double feed_stall = cfg.f("feed_stall");
     size_t fed = 0, word_at = size_t(-1);
     uint64_t done_at = 0, error_at = 0;
@@ -270,9 +274,14 @@ int main(int argc, char** argv) {
     top->reset = 1;
 
     while (!done) {
-        if (cycle >= max_cycles) {
-            fprintf(stderr, "tb: did not finish in %llu cycles (%zu of %zu instruction bytes "
-                    "fed)\n", (unsigned long long)max_cycles, fed, prog.size());
+        if (quiet >= stall_cycles || (max_cycles && cycle >= max_cycles)) {
+            if (quiet >= stall_cycles)
+                fprintf(stderr, "tb: nothing moved for %llu cycles at cycle %llu (%zu of %zu "
+                        "instruction bytes fed)\n", (unsigned long long)quiet,
+                        (unsigned long long)cycle, fed, prog.size());
+            else
+                fprintf(stderr, "tb: did not finish in %llu cycles (%zu of %zu instruction "
+                        "bytes fed)\n", (unsigned long long)max_cycles, fed, prog.size());
             printf("{\"timeout\": true, \"cycles\": %llu}\n", (unsigned long long)cycle);
             return 4;
         }
@@ -296,6 +305,9 @@ int main(int argc, char** argv) {
         SLAVE_SAMPLE(s[0], m_axi_dram0);
         SLAVE_SAMPLE(s[1], m_axi_dram1);
         if (top->error && !error_at) error_at = cycle + 1;
+        const uint64_t activity = fed + s[0].activity() + s[1].activity();
+        quiet = activity == last_activity ? quiet + 1 : 0;
+        last_activity = activity;
         top->clock = 1;
         top->eval();
         ++cycle;

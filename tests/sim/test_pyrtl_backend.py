@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 
 from sim.compare import Images, compare
 from sim.conformance import speech_case, xor_case
-from sim.pyrtl_backend import DramTiming, cached_core
+from sim.pyrtl_backend import DramTiming, SimulationHang, cached_core
 from tcu_hw.arch import Architecture, Options
 from tcu_hw.isa import (SIMD, Configure, ConfigRegister, DataMove, DataMoveKind as K, Illegal,
                         LoadLUT, LoadWeights, MatMul, NoOp, SimdOp, flush_probe)
@@ -245,6 +245,26 @@ def test_weight_bank_reuse_waits_for_vectors_in_flight():
         program += [MatMul(20, 0, 0, 0, 4, accumulate=True), LoadWeights(k, 0, 0),
                     MatMul(30, 0, 8, 0, 0, accumulate=True), LoadWeights(k + 1, 0, 0)]
     check(arch, program, make_images(arch, seed=4))
+
+
+def test_a_long_move_under_heavy_stalls_is_progress_not_a_hang():
+    """One 8,192-vector DRAM1→local move with 90% DRAM stalls: far longer than the old
+    budget of 200 cycles per instruction + 100,000, yet it keeps moving, so it finishes,
+    bit-exact; a DRAM that never answers is a hang once nothing moves for ``stall_cycles``;
+    ``max_cycles`` still caps a run."""
+    arch = Architecture("FP16BP8", 2, 64, 8192, 8192, 32, 1, 2, 2)
+    rng = np.random.default_rng(8)
+    images = Images(dram1={0: rng.integers(-300, 300, (8192, 2))})
+    program = [DataMove(K.DRAM1_TO_LOCAL, 0, 0, 0, 0, 8191)]
+    slow = DramTiming(latency=20, cycles_per_vector=2, stall_probability=0.9, seed=3)
+    assert check(arch, program, images, slow).cycles > 200 * 1 + 100_000
+    core = cached_core(arch)
+    with pytest.raises(SimulationHang, match=r"nothing moved for [\d,]+ cycles \(the limit "
+                                             r"is 2,000\)"):
+        core.run(program, dram1=images.dram1, stall_cycles=2_000,
+                 timing=DramTiming(latency=20, stall_probability=1.0))
+    with pytest.raises(SimulationHang, match="did not finish in 5,000 cycles"):
+        core.run(program, dram1=images.dram1, max_cycles=5_000, timing=slow)
 
 
 def test_dram_timing_changes_cycles_never_results():

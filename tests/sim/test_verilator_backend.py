@@ -118,12 +118,29 @@ def test_protocol_checker_fails_the_run(tmp_path):
            "vector_bytes": arch.vector_bytes, "probe_src": arch.dram0_depth - 1,
            "probe_dst": arch.dram0_depth - 2, "latency": 2, "write_latency": 2,
            "outstanding": 4, "stall": 0, "feed_stall": 0, "seed": 1, "max_cycles": 10000,
+           "stall_cycles": 10000,
            "pattern": probe_pattern(arch).hex()}
     (run_dir / "c.txt").write_text("".join(f"{k} {v}\n" for k, v in cfg.items()))
     run = subprocess.run([str(top.binary), str(run_dir / "c.txt")], capture_output=True,
                          text=True)
     assert run.returncode == 3
     assert "dram1" in run.stderr and "outside" in run.stderr
+
+
+def test_run_stops_when_nothing_moves():
+    """A slave that never answers is a hang once no instruction word, AXI burst or beat
+    moves for ``stall_cycles``; ``max_cycles`` caps a run; slow but moving DRAM is not a
+    hang."""
+    from tcu_hw.isa import DataMove, DataMoveKind
+    arch, width = RANDOM_ARCHS["n2_fp16_axi32"]
+    top = top_for(arch, width)
+    program = [DataMove(DataMoveKind.DRAM0_TO_LOCAL, 0, 0, 0, 0, 15)]
+    with pytest.raises(VerilatorError, match="nothing moved for 500 cycles"):
+        top.run(program, timing=AxiTiming(stall_probability=1.0), stall_cycles=500)
+    with pytest.raises(VerilatorError, match="did not finish in 40 cycles"):
+        top.run(program, max_cycles=40)
+    assert top.run(program, timing=AxiTiming(stall_probability=0.9),
+                   stall_cycles=500).cycles > 0
 
 
 def test_bad_width_is_refused():

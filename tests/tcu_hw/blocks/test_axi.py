@@ -9,6 +9,7 @@ import pytest
 
 from sim.axi_model import AxiSlaveModel, AxiViolation
 from sim.emulator import Emulator
+from sim.pyrtl_backend import SimulationHang
 from sim.pyrtl_sim import ArraySimulation
 from sim.pyrtl_top import PyrtlTop
 from tcu_hw.arch import Architecture, Options
@@ -72,6 +73,19 @@ def test_bursts_split_at_4kib_and_256_beats():
     emu.run(prog)
     assert np.array_equal(top.read_dram(0, 0, 2046), emu.read_dram0(0, 2046))
     assert top.drams[0].bursts["read"] >= 3          # 701 × 8-byte vectors: 4 KiB boundaries
+
+
+def test_top_run_stops_when_nothing_moves():
+    """A slave that never answers is a hang once no handshake happens on the instruction
+    stream or either AXI port for ``stall_cycles``; ``max_cycles`` caps a run."""
+    arch = Architecture("FP16BP8", 2, 512, 64, 512, 128, 1, 4, 4)
+    prog = [DataMove(K.DRAM0_TO_LOCAL, 0, 0, 0, 0, 15)]
+    top = PyrtlTop(arch, Options(axi_data_width=32))
+    with pytest.raises(SimulationHang, match="nothing moved for 300 cycles"):
+        top.run(prog, stall=1.0, stall_cycles=300)
+    with pytest.raises(SimulationHang, match="did not complete in 20 cycles"):
+        top.run(prog, max_cycles=20)
+    assert top.run(prog, stall=0.9, stall_cycles=300) > 0       # slow, but it moves
 
 
 def test_slave_model_catches_violations():
