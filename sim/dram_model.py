@@ -28,7 +28,7 @@ from tcu_hw.blocks.stream import SINK, SOURCE, DramPort, Stream, Struct, named
 CONFIG_FIELDS = ("latency", "cycles_per_vector", "stall_threshold", "seed")
 
 
-class RingFifo:
+class MemFifo:
     """A FIFO in a memory (cheap to simulate for deep queues) of 2^depth_bits entries of
     ``payload`` (a Struct or a width): ``enq`` (sink) and ``deq`` (source) streams."""
 
@@ -72,12 +72,12 @@ class DramModel:
 
         self.port = p = DramPort(addr_bits, len_bits, width, name, side="memory")
         req = p.req
-        requests = RingFifo(Struct(write=1, addr=addr_bits, len=len_bits, time=32),
+        requests = MemFifo(Struct(write=1, addr=addr_bits, len=len_bits, time=32),
                             outstanding_bits, f"{name}_requests")
         requests.enq.drive(req.valid & ~stall[0], write=req.payload.write,
                            addr=req.payload.addr, len=req.payload.len, time=clock)
         req.ready <<= requests.enq.ready & ~stall[0]
-        wq = RingFifo(width, 4, f"{name}_wdata_q")
+        wq = MemFifo(width, 4, f"{name}_wdata_q")
         wq.enq.drive(p.wdata.valid & ~stall[1], data=p.wdata.payload.data)
         p.wdata.ready <<= wq.enq.ready & ~stall[1]
 
@@ -105,6 +105,7 @@ class DramModel:
         wait.next <<= pyrtl.select(moved & (per > 1), (per - 1)[:16],
                                    pyrtl.select(paced, wait, (wait - 1)[:16]))
         self.idle = named(~requests.deq.valid & ~wq.deq.valid, f"{name}_idle")
+        p.writes_done <<= self.idle                     # (conservative: reads count too)
         reads = Register(32, f"{name}_reads")
         writes = Register(32, f"{name}_writes")
         reads.next <<= reads + read_fire

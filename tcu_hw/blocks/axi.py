@@ -270,6 +270,11 @@ class AxiMaster:
         self.bus_error = named(bus_error, f"{name}_bus_error")
         self.idle = named(~rq.deq.valid & ~active & (reads_out == 0) & (writes_out == 0) &
                           ~wfull & ~vectors.deq.valid, f"{name}_idle")
+        queued_write = Const(0, 1)
+        for e in rq.entries:
+            queued_write = queued_write | (e.valid & self.core.req.fields.unpack(e.record).write)
+        self.core.writes_done <<= ~queued_write & ~(active & writing) & (writes_out == 0) & \
+            ~wfull
 
     @classmethod
     def from_arch(cls, arch, options, addr_bits: int, len_bits: int, name: str = "dram0",

@@ -20,8 +20,9 @@ The two DRAMs are separate memories, so the channels run at once: a load of weig
 DRAM1 and a load of inputs from DRAM0 arrive together. A move enters its channel only when
 its local range does not overlap (with a writer among the two) a move still in the other
 channel, so moves on different ports only reorder when they touch different local words;
-and stores (local → DRAM) stay in program order across the ports, so the host's flush probe
-(a DRAM0 store, TCU.md §7) still follows the data of every earlier store.
+and a store (local → DRAM) enters its channel only once the other port's stores have
+landed in their memory (``DramPort.writes_done``), so the host's flush probe (a DRAM0
+store, TCU.md §7) completes only after every earlier store on either port.
 Within a channel moves run in program order. A move with DRAM stride code 0 is one transfer
 of size+1 vectors (split in two only where the vector address wraps around the DRAM's
 address width); a strided move is size+1 one-vector transfers. The request generator walks
@@ -39,8 +40,8 @@ from pyrtl import Const, Register, WireVector
 
 from ..isa import Layout, clog2
 from .decoder import dram_struct, local_conflict, pending, stride_step
-from .stream import (SINK, DramPort, RamPort, RegFifo, RingFifo, SharedRead, Stream, Struct,
-                     fit, named)
+from .stream import (SINK, DramPort, RamPort, RegFifo, RingFifo, SharedRead, Stream, fit,
+                     named)
 
 
 def round_robin(wants: list, name: str) -> list:
@@ -188,6 +189,8 @@ class _Channel:
         self.busy = step_now
         self.stall = (q.deq.valid | rg_active) & ~step_now & ~req_fire
         self.idle = ~q.deq.valid & ~skid.deq.valid & ~inflight
+        # every vector this channel stored has landed in its memory
+        self.writes_settled = ~skid.deq.valid & ~inflight & p.writes_done
         self.port_b_valid = ls_active
 
 
@@ -249,8 +252,13 @@ class DramEngine:
         # ------------------------------------------------------------------ moves in
         new = self.moves.payload
         to1 = new.port
-        cross = named(pyrtl.select(to1, _must_wait(new, ch[0].q.entries, rec),
-                                   _must_wait(new, ch[1].q.entries, rec)), f"{name}_cross_wait")
+        # a store also waits until the other port's stores have landed, so that the host's
+        # flush probe (a DRAM0 store) completes only after every earlier store on DRAM1
+        store = ~new.to_local
+        cross = named(pyrtl.select(
+            to1, _must_wait(new, ch[0].q.entries, rec) | (store & ~ch[0].writes_settled),
+            _must_wait(new, ch[1].q.entries, rec) | (store & ~ch[1].writes_settled)),
+            f"{name}_cross_wait")
         for k, c in enumerate(ch):
             mine = to1 if k else ~to1
             c.q.enq.drive(self.moves.valid & mine & ~cross, self.moves.data)

@@ -321,6 +321,9 @@ class DramPort(Interface):
             in order.
         wdata: :class:`Stream` core → memory: ``data`` (``vector_bits``), the vectors to
             write, in order (the data of a write may come before its request).
+        writes_done: memory → core (1): every write request and write vector the memory
+            has taken has landed (for an AXI memory: acknowledged), so a later access through
+            another port cannot overtake it.
     """
 
     SIDES = ("core", "memory")
@@ -333,6 +336,7 @@ class DramPort(Interface):
         self.req = self._stream("req", Struct(write=1, addr=addr_bits, len=len_bits), out)
         self.rdata = self._stream("rdata", vector_bits, inp)
         self.wdata = self._stream("wdata", vector_bits, out)
+        self.writes_done = self._signal("writes_done", 1, side == "memory")
 
 
 class RamPort(Interface):

@@ -249,3 +249,41 @@ def window_programs(draw, arch: Architecture, min_length: int = 10, max_length: 
                         stall_probability=draw(st.sampled_from([0.0, 0.3, 0.7])),
                         seed=draw(st.integers(1, 1000)))
     return program, images, timing
+
+
+def soak_check(k: int, program, timing, backend, images, hang=Exception) -> None:
+    """Compare soak program ``k`` on ``backend`` with the emulator; a difference or a hang
+    (``hang``, the backend's error) fails the test with the program listing to reproduce."""
+    import pytest
+
+    from sim.compare import compare
+    from tcu_hw.asm import format_instruction
+    try:
+        diffs, _ = compare(program, images, backend, timing)
+    except hang as e:
+        diffs = [str(e)]
+    if diffs:
+        listing = "\n".join(format_instruction(i) for i in program)
+        pytest.fail(f"program {k} ({timing}):\n{listing}\n" + "\n".join(diffs[:5]))
+
+
+def soak_case(arch: Architecture, rng: np.random.Generator):
+    """One random (program, images, timing) without hypothesis, for long soak runs of
+    thousands of programs: half of them :func:`programs`-like (every kind, sometimes with
+    error conditions), half :func:`window_programs`-like (hazard-heavy), under DRAM timing
+    up to 90% back-pressure."""
+    length = int(rng.integers(10, 60))
+    seeds = rng.integers(0, 2 ** 32, length).tolist()
+    if rng.random() < 0.5:
+        edgy = bool(rng.random() < 0.5)
+        kinds = rng.choice(KINDS, length).tolist()
+        program = [make_instruction(arch, k, s, edgy) for k, s in zip(kinds, seeds)]
+    else:
+        kinds = rng.choice(WINDOW_KINDS, length).tolist()
+        program = [window_instruction(arch, k, s) for k, s in zip(kinds, seeds)]
+    images = make_images(arch, int(rng.integers(0, 2 ** 32)))
+    timing = DramTiming(latency=int(rng.choice([0, 1, 3, 8, 20])),
+                        cycles_per_vector=int(rng.choice([1, 1, 3])),
+                        stall_probability=float(rng.choice([0.0, 0.3, 0.7, 0.9])),
+                        seed=int(rng.integers(1, 1000)))
+    return program, images, timing

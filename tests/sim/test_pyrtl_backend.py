@@ -20,7 +20,7 @@ from tcu_hw.isa import (SIMD, Configure, ConfigRegister, DataMove, DataMoveKind 
                         LoadLUT, LoadWeights, MatMul, NoOp, SimdOp, flush_probe)
 
 from ..conftest import requires_gcc, shared_path
-from .programs import make_images, programs, window_programs
+from .programs import make_images, programs, soak_case, soak_check, window_programs
 
 pytestmark = requires_gcc
 
@@ -175,6 +175,21 @@ def test_random_programs_other_options(options):
         assert not diffs, "\n".join(diffs)
 
     run()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("arch_name", list(ARCHS))
+def test_thousands_of_random_programs(arch_name):
+    """A soak run: 2,000 random programs per architecture (every kind, error conditions,
+    hazard-heavy windows) under random DRAM timing up to 90% back-pressure, each against
+    the emulator on every memory; none may hang (progress rule) or differ. A failure
+    prints the program to reproduce."""
+    arch = ARCHS[arch_name]
+    core = cached_core(arch)
+    rng = np.random.default_rng(list(ARCHS).index(arch_name))
+    for k in range(2_000):
+        program, images, timing = soak_case(arch, rng)
+        soak_check(k, program, timing, core, images, SimulationHang)
 
 
 def _run(arch, program, images, options=None, timing=DramTiming(latency=20)):

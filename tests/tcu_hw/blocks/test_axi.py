@@ -75,6 +75,19 @@ def test_bursts_split_at_4kib_and_256_beats():
     assert top.drams[0].bursts["read"] >= 3          # 701 × 8-byte vectors: 4 KiB boundaries
 
 
+def test_flush_probe_follows_a_dram1_store():
+    """The flush probe is a DRAM0 store: it completes only after an earlier DRAM1 store has
+    landed, however the DRAM1 slave stalls (before the fix the probe overtook the last
+    DRAM1 writes under 90% back-pressure)."""
+    arch = Architecture("FP16BP8", 2, 128, 64, 64, 32, 2, 4, 4)
+    d1 = np.arange(1, 129).reshape(64, 2)
+    prog = [DataMove(K.LOCAL_TO_DRAM1, 0, 0, 20, 1, 5)]          # zeros to DRAM1 20, 22 .. 30
+    top = PyrtlTop(arch, Options(axi_data_width=32))
+    for seed in range(1, 9):
+        top.run(prog, dram1={0: d1}, latency=0, stall=0.9, seed=seed)
+        assert not top.read_dram(1, 20, 11)[::2].any(), seed
+
+
 def test_top_run_stops_when_nothing_moves():
     """A slave that never answers is a hang once no handshake happens on the instruction
     stream or either AXI port for ``stall_cycles``; ``max_cycles`` caps a run."""
