@@ -23,6 +23,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from tcu_hw.errors import CompileError
+from tcu_hw.numeric import nonfinite
 
 #: Models with an older default-domain opset are converted to this one first.
 MIN_OPSET = 13
@@ -457,6 +458,14 @@ def load_graph(model, input_shapes: Mapping[str, tuple] | None = None,
     shapes = _static_shapes(m)
 
     consts = {t.name: numpy_helper.to_array(t) for t in m.graph.initializer}
+    for n in m.graph.node:
+        if n.op_type == "Constant" and n.attribute and n.attribute[0].name == "value":
+            consts.setdefault(n.output[0], numpy_helper.to_array(n.attribute[0].t))
+    for name, value in consts.items():
+        bad = nonfinite(value)
+        if bad:
+            raise CompileError(f"{source}: parameter tensor '{name}' holds {bad}; the TCU "
+                               f"computes on finite numbers (fix the model's weights)")
     for name in inputs:
         elem = next(i for i in m.graph.input if i.name == name).type.tensor_type.elem_type
         if elem not in (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16,

@@ -53,6 +53,10 @@ def run_emulator(c: Compiled, inputs: Mapping[str, np.ndarray], strict: bool = T
     sats = 0
     for t in c.inputs:
         vec = t.to_vectors(np.asarray(inputs[t.name], dtype=np.float64), n)
+        bad = numeric.nonfinite(vec)
+        if bad:
+            raise CompileError(f"golden inputs: tensor {t.name!r}: {bad}; the TCU computes on "
+                               f"finite numbers")
         try:
             raw, s = numeric.to_fixed(vec, dt)
         except ValueError as e:

@@ -232,6 +232,16 @@ class Planner:
                         at += b.vectors
             info.append(lc)
         image = np.concatenate(vecs, axis=0) if vecs else np.zeros((0, n))
+        bad = ~np.isfinite(image).all(axis=1) if image.size else np.zeros(0, dtype=bool)
+        if bad.any():
+            v = int(np.argmax(bad))
+            owner = [layer.name for layer, lc in zip(self.layers, info)
+                     if lc.tile_base <= v < lc.tile_base + lc.tile_vectors or
+                     lc.base <= v < lc.base + lc.simd_count + lc.lut_vectors]
+            where = f"layer {owner[0]!r}" if owner else "the model"
+            raise CompileError(f"{where}: a constant computed from the model's parameters is "
+                               f"NaN or infinite (e.g. a division by zero in a "
+                               f"normalization); the TCU computes on finite numbers")
         raw, sat = numeric.to_fixed(image, dt)
         saturated += sat
         # per-layer saturation counts (for the summary)

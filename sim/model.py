@@ -89,6 +89,9 @@ def input_raw(model: TModel, name: str, values, raw: bool = False, runs: int = 1
             raise ArtifactError(f"input {name!r}: raw values outside {dt.name} range "
                                 f"{dt.min_raw}..{dt.max_raw}")
         return a.astype(dt.numpy_dtype), 0
+    bad = numeric.nonfinite(a)
+    if bad:
+        raise ArtifactError(f"input {name!r}: {bad}; the TCU computes on finite numbers")
     try:
         return numeric.to_fixed(a, dt)
     except ValueError as e:

@@ -28,7 +28,7 @@ import numpy as np
 __all__ = [
     "DataType", "FP8BP4", "FP16BP8", "FP18BP10", "FP32BP16", "FLOAT32", "DATA_TYPES",
     "data_type", "Saturations", "saturate", "mac", "add", "sub", "mul", "matmul",
-    "matmul_reference", "to_fixed", "to_float", "encode_scalars", "decode_scalars",
+    "matmul_reference", "to_fixed", "nonfinite", "to_float", "encode_scalars", "decode_scalars",
     "encode_vectors", "decode_vectors",
 ]
 
@@ -227,8 +227,9 @@ def matmul(x, rows, bias, dt: DataType, sat: Saturations | None = None,
 def to_fixed(values, dt: DataType) -> tuple[np.ndarray, int]:
     """Float → raw, Tensil's rule: ``floor(float32(v) * 2**bp + 0.5)`` then saturate.
 
-    Returns ``(raw, saturations)``; NaN is refused (ValueError). For FLOAT32 the values are
-    only rounded to float32.
+    Returns ``(raw, saturations)``; NaN is refused (ValueError), infinities saturate (as
+    values beyond float32 do). For FLOAT32 the values are only rounded to float32. Tools
+    refuse NaN and infinite model parameters and inputs before this (:func:`nonfinite`).
     """
     f = np.asarray(values, dtype=np.float64).astype(np.float32)
     if dt.is_float:
@@ -238,6 +239,16 @@ def to_fixed(values, dt: DataType) -> tuple[np.ndarray, int]:
     r = np.floor(f.astype(np.float64) * float(1 << dt.binary_point) + 0.5)
     n = int(np.count_nonzero((r < dt.min_raw) | (r > dt.max_raw)))
     return np.clip(r, dt.min_raw, dt.max_raw).astype(np.int64), n
+
+
+def nonfinite(values) -> str | None:
+    """None when every value is finite, else a phrase for an error message ("2 NaN or
+    infinite value(s) of 32")."""
+    a = np.asarray(values)
+    if a.dtype.kind not in "fc":
+        return None
+    bad = int(np.count_nonzero(~np.isfinite(a)))
+    return f"{bad} NaN or infinite value(s) of {a.size}" if bad else None
 
 
 def to_float(raw, dt: DataType) -> np.ndarray:

@@ -85,6 +85,24 @@ def test_computed_weights_are_refused():
         compile_model(m, "pynqz1")
 
 
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_nan_or_infinite_parameters_and_inputs_name_the_tensor(bad):
+    """A weight that is NaN or infinite is refused at compile time naming the tensor (no
+    traceback from the fixed-point conversion); so are such inputs to the golden run."""
+    w = rand((8, 4), 1, 0.01)
+    w[3, 2] = bad
+    m = make_model([helper.make_node("Gemm", ["x", "w"], ["y"], name="dense")],
+                   {"x": (1, 8)}, ["y"], {"w": w})
+    with pytest.raises(CompileError, match=r"parameter tensor 'w' holds 1 NaN or infinite "
+                                           r"value\(s\) of 32"):
+        compile_model(m, "pynqz1")
+    c = compile_model(gemm(8, 4), "pynqz1")
+    x = np.zeros((1, 8))
+    x[0, 5] = bad
+    with pytest.raises(CompileError, match=r"tensor 'x': 1 NaN or infinite value\(s\)"):
+        run_emulator(c, {"x": x})
+
+
 def test_golden_inputs_must_match_the_model():
     c = compile_model(gemm(8, 4), "pynqz1")
     with pytest.raises(CompileError, match="missing \\['x'\\]"):

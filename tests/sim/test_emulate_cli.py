@@ -59,7 +59,8 @@ def test_runs_compare_and_stats(xor_model, tmp_path, capsys):
     (lambda p, i: (p.parent / "xor.tprog").unlink(), "prog file 'xor.tprog' not found"),
     (lambda p, i: (p.parent / "xor.tdata").write_bytes(b"\0" * 5), "consts[0] says 6 vectors"),
     (lambda p, i: p.write_text("{}"), "name: missing key"),
-    (lambda p, i: i.write_text("nan,0\n" * 4), "NaN"),
+    (lambda p, i: i.write_text("nan,0\n" * 4), "input 'x': 4 NaN or infinite value(s)"),
+    (lambda p, i: i.write_text("inf,0\n" + "0,0\n" * 3), "1 NaN or infinite value(s)"),
 ])
 def test_bad_input_gives_one_clear_error(xor_model, capsys, setup, message):
     tmodel, inp, _ = xor_model
