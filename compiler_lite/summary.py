@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tcu_hw.arch import COMPUTE_QUEUE_DEPTH
 from tcu_hw.isa import SIMD, DataMove, DataMoveKind, LoadLUT, LoadWeights, MatMul, lut_vectors
 
 RULE = "-" * 94
@@ -22,11 +23,12 @@ DRAM_KINDS = {DataMoveKind.DRAM0_TO_LOCAL, DataMoveKind.LOCAL_TO_DRAM0,
               DataMoveKind.DRAM1_TO_LOCAL, DataMoveKind.LOCAL_TO_DRAM1}
 
 
-#: Compute instructions queued in the compute unit ahead of the one it runs, plus that one:
-#: a LoadWeights reaches the weight loader only once all but these many of the instructions
-#: before it have been taken (dispatch is in program order).
-COMPUTE_LOOKAHEAD = 3
-#: Cycles from a LoadWeights reaching the loader to its first push.
+#: Compute instructions queued in the compute unit, plus the one it runs: a LoadWeights
+#: reaches the weight loader only once all but these many of the instructions before it
+#: have been taken (dispatch is in program order).
+COMPUTE_LOOKAHEAD = COMPUTE_QUEUE_DEPTH + 1
+#: Cycles from a LoadWeights reaching the loader to its first push (queue, then active:
+#: the loader's latency, see :class:`tcu_hw.blocks.weight_loader.WeightLoader`).
 LOADER_START = 2
 
 

@@ -239,6 +239,10 @@ def arch_stem(spec: ArchSpec) -> str:
 
 MEM_IMPLS = ("bram", "uram", "regs")
 
+#: Decoded compute instructions the compute unit queues ahead of the one it runs (the
+#: dispatcher can run this far ahead; the compiler's cycle estimate models it).
+COMPUTE_QUEUE_DEPTH = 2
+
 
 @dataclass(frozen=True)
 class Options:

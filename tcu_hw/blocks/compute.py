@@ -50,11 +50,12 @@ from types import SimpleNamespace
 import pyrtl
 from pyrtl import Const, Register, WireVector
 
+from ..arch import COMPUTE_QUEUE_DEPTH
 from ..isa import Layout
 from ..numeric import DataType
 from .accumulator import Accumulator
-from .decoder import (A2L, L2A, LUT, LW, MM, SIMD_CLS, TOKEN_BITS, compute_struct, pending,
-                      stride_step)
+from .decoder import (A2L, L2A, LUT, LW, MM, SIMD_CLS, TOKEN_BITS, ActiveInstruction,
+                      compute_struct, pending, stride_step)
 from .simd import SimdArray
 from .stream import SINK, RamPort, RegFifo, Stream, Struct, connect, named
 from .systolic_array import SystolicArray
@@ -110,8 +111,9 @@ class ComputeUnit:
     micro-op's accumulator write lands n + 3 cycles after it issues.
     """
 
-    def __init__(self, layout: Layout, dt: DataType, queue_depth: int = 2, name: str = "cu",
-                 external: list | None = None, weight_loader: bool = True) -> None:
+    def __init__(self, layout: Layout, dt: DataType, queue_depth: int = COMPUTE_QUEUE_DEPTH,
+                 name: str = "cu", external: list | None = None,
+                 weight_loader: bool = True) -> None:
         n = layout.array_size
         w = dt.width
         f = layout.hardware
@@ -139,13 +141,10 @@ class ComputeUnit:
                                      layout.lut_depth, name="simd")
 
         # ---------------------------------------------------------------- active instruction
-        act_valid = Register(1, f"{name}_act_valid")
-        act_bits = Register(rec.width, f"{name}_act")
-        act = rec.unpack(act_bits)
-        index = Register(f.size, f"{name}_index")
-        laddr = Register(f.L, f"{name}_laddr")
+        active = ActiveInstruction(rec, deq, f, name)
+        act_valid, act_bits, act = active.valid, active.bits, active.fields
+        index, laddr = active.index, active.laddr
         oaddr = Register(f.A, f"{name}_oaddr")
-        lstep = Register(f.L, f"{name}_lstep")
         ostep = Register(f.A, f"{name}_ostep")
 
         # ---------------------------------------------------------------- input routing
@@ -212,22 +211,13 @@ class ComputeUnit:
             stall_push = named(cls[LW] & ~array.push_ok_next, f"{name}_stall_push")
         issue = named(act_valid & ~(stall_port | stall_acc | stall_push | stall_chain),
                       f"{name}_issue")
-        last = index == act.size
-        finishing = issue & last
+        last = active.last
 
-        # advance or load the next instruction (no bubble between instructions)
-        deq.ready <<= ~act_valid | finishing
-        load = deq.fire
+        # advance or load the next instruction (no bubble between instructions); LoadWeights
+        # read top-down
+        load, finishing = active.advance(issue, down=cls[LW])
         head = deq.payload
-        head_lstep = stride_step(head.ls, f.L)
-        act_valid.next <<= load | (act_valid & ~finishing)
-        act_bits.next <<= pyrtl.select(load, deq.data, act_bits)
-        index.next <<= pyrtl.select(load, Const(0, f.size),
-                                    pyrtl.select(issue, (index + 1)[:f.size], index))
-        lstep.next <<= pyrtl.select(load, head_lstep, lstep)
         ostep.next <<= pyrtl.select(load, stride_step(head.os, f.A), ostep)
-        lnext = pyrtl.select(cls[LW], (laddr - lstep)[:f.L], (laddr + lstep)[:f.L])
-        laddr.next <<= pyrtl.select(load, head.laddr, pyrtl.select(issue, lnext, laddr))
         oaddr.next <<= pyrtl.select(load, head.oaddr,
                                     pyrtl.select(issue, (oaddr + ostep)[:f.A], oaddr))
 
@@ -337,7 +327,7 @@ class ComputeUnit:
             self.loader.local_wait <<= pending(self.loader.read_addr, ranges)
 
     @classmethod
-    def from_arch(cls, arch, queue_depth: int = 2, name: str = "cu",
+    def from_arch(cls, arch, queue_depth: int = COMPUTE_QUEUE_DEPTH, name: str = "cu",
                   external: list | None = None, weight_loader: bool = True) -> "ComputeUnit":
         """The compute unit of an :class:`~tcu_hw.arch.Architecture`."""
         return cls(arch.layout, arch.dtype, queue_depth, name, external, weight_loader)

@@ -18,7 +18,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pyrtl
-from pyrtl import Const, WireVector
+from pyrtl import Const, Register, WireVector
 
 from ..isa import (DataMoveKind, Field, Layout, LoadWeightsFlag, MatMulFlag, Opcode, SimdFlag,
                    SimdOp, clog2)
@@ -98,6 +98,54 @@ def pending(addr: WireVector, ranges) -> WireVector:
     for r in ranges:
         hit = hit | (r.valid & (r.lo <= addr) & (addr <= r.hi))
     return hit
+
+
+class ActiveInstruction:
+    """The instruction a sequencing unit runs one micro-op (one vector) at a time, taking the
+    next from its queue in the cycle the last micro-op issues (no bubble between them).
+
+    Args:
+        record: the :class:`~tcu_hw.blocks.stream.Struct` of the queued records (fields
+            ``size``, ``laddr``, ``ls`` at least).
+        deq: the queue's ``deq`` stream (its ``ready`` is driven by :meth:`advance`).
+        hardware: the layout's ``hardware`` widths.
+        name: prefix of the registers (``<name>_act_valid``, ``<name>_act``,
+            ``<name>_index``, ``<name>_laddr``, ``<name>_lstep``).
+
+    Attributes: ``valid`` (1), ``bits`` (the record), ``fields`` (unpacked), ``index``
+    (micro-op of the instruction), ``last`` (1 on its last micro-op), ``laddr`` (the local
+    address of this micro-op), ``lstep`` (the local stride's step).
+    """
+
+    def __init__(self, record, deq, hardware, name: str) -> None:
+        f = hardware
+        self._deq, self._f = deq, f
+        self.valid = Register(1, f"{name}_act_valid")
+        self.bits = Register(record.width, f"{name}_act")
+        self.fields = record.unpack(self.bits)
+        self.index = Register(f.size, f"{name}_index")
+        self.laddr = Register(f.L, f"{name}_laddr")
+        self.lstep = Register(f.L, f"{name}_lstep")
+        self.last = self.index == self.fields.size
+
+    def advance(self, issue: WireVector, down) -> tuple[WireVector, WireVector]:
+        """Wire the next state given ``issue`` (a micro-op issues this cycle) and ``down``
+        (the local address steps down, as LoadWeights read); returns ``(load, finishing)``:
+        the next instruction is taken, the last micro-op issues. Call once."""
+        f, deq = self._f, self._deq
+        finishing = issue & self.last
+        deq.ready <<= ~self.valid | finishing
+        load = deq.fire
+        head = deq.payload
+        self.valid.next <<= load | (self.valid & ~finishing)
+        self.bits.next <<= pyrtl.select(load, deq.data, self.bits)
+        self.index.next <<= pyrtl.select(load, Const(0, f.size), pyrtl.select(
+            issue, (self.index + 1)[:f.size], self.index))
+        self.lstep.next <<= pyrtl.select(load, stride_step(head.ls, f.L), self.lstep)
+        laddr, lstep = self.laddr, self.lstep
+        step = pyrtl.select(down, (laddr - lstep)[:f.L], (laddr + lstep)[:f.L])
+        laddr.next <<= pyrtl.select(load, head.laddr, pyrtl.select(issue, step, laddr))
+        return load, finishing
 
 
 def stride_step(code: WireVector, bits: int) -> WireVector:

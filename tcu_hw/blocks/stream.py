@@ -399,6 +399,16 @@ class SharedRead(Interface):
 
 # ---------------------------------------------------------------------------------- FIFOs
 
+def _fifo_ends(payload, depth: int, name: str) -> tuple[Stream, Stream, list]:
+    """A register FIFO's ``enq`` sink, ``deq`` source and ``depth`` entry registers
+    (``<name>_d<i>``)."""
+    if depth < 1:
+        raise ValueError(f"FIFO {name!r}: depth must be at least 1")
+    fields = _as_struct(payload)
+    data = [pyrtl.Register(fields.width, f"{name}_d{i}") for i in range(depth)]
+    return Stream(fields, f"{name}_enq", SINK), Stream(fields, f"{name}_deq", SOURCE), data
+
+
 class RegFifo:
     """A FIFO of ``depth`` entries held in registers, head at entry 0 (a shift queue).
 
@@ -421,14 +431,8 @@ class RegFifo:
     """
 
     def __init__(self, payload, depth: int, name: str) -> None:
-        if depth < 1:
-            raise ValueError(f"FIFO {name!r}: depth must be at least 1")
-        fields = _as_struct(payload)
-        width = fields.width
-        self.enq = Stream(fields, f"{name}_enq", SINK)
-        self.deq = Stream(fields, f"{name}_deq", SOURCE)
+        self.enq, self.deq, data = _fifo_ends(payload, depth, name)
         valid = [pyrtl.Register(1, f"{name}_v{i}") for i in range(depth)]
-        data = [pyrtl.Register(width, f"{name}_d{i}") for i in range(depth)]
         deq = valid[0] & self.deq.ready
         self.enq.ready <<= ~valid[-1] | deq
         enq = self.enq.fire
@@ -473,13 +477,8 @@ class RingFifo:
     """
 
     def __init__(self, payload, depth: int, name: str) -> None:
-        if depth < 1:
-            raise ValueError(f"FIFO {name!r}: depth must be at least 1")
-        fields = _as_struct(payload)
-        self.enq = Stream(fields, f"{name}_enq", SINK)
-        self.deq = Stream(fields, f"{name}_deq", SOURCE)
+        self.enq, self.deq, data = _fifo_ends(payload, depth, name)
         bits = max((depth - 1).bit_length(), 1)
-        data = [pyrtl.Register(fields.width, f"{name}_d{i}") for i in range(depth)]
         wp = pyrtl.Register(bits, f"{name}_wp")
         rp = pyrtl.Register(bits, f"{name}_rp")
         held = pyrtl.Register(depth.bit_length(), f"{name}_held")

@@ -38,7 +38,7 @@ import pyrtl
 from pyrtl import Const, Register, WireVector
 
 from ..isa import Layout
-from .decoder import TOKEN_BITS, stride_step
+from .decoder import TOKEN_BITS, ActiveInstruction
 from .stream import SINK, SOURCE, RegFifo, SharedRead, Stream, Struct, connect, named
 
 
@@ -107,12 +107,8 @@ class WeightLoader:
         self.switched_next = WireVector(TOKEN_BITS, f"{name}_switched_next")
         self.local_wait = WireVector(1, f"{name}_local_wait")
 
-        act_valid = Register(1, f"{name}_act_valid")
-        act_bits = Register(rec.width, f"{name}_act")
-        act = rec.unpack(act_bits)
-        index = Register(f.size, f"{name}_index")
-        laddr = Register(f.L, f"{name}_laddr")
-        lstep = Register(f.L, f"{name}_lstep")
+        active = ActiveInstruction(rec, deq, f, name)
+        act_valid, act_bits, act, laddr = active.valid, active.bits, active.fields, active.laddr
 
         ready = named(act_valid & (self.switched_next == act.epoch) & self.push_ok_next,
                       f"{name}_ready")
@@ -123,18 +119,7 @@ class WeightLoader:
         pa.addr <<= laddr
         pb.addr <<= laddr
         issue = named(go & (act.zeroes | pa.grant | pb.grant), f"{name}_issue")
-        last = index == act.size
-        finishing = issue & last
-
-        deq.ready <<= ~act_valid | finishing
-        load = deq.fire
-        act_valid.next <<= load | (act_valid & ~finishing)
-        act_bits.next <<= pyrtl.select(load, deq.data, act_bits)
-        index.next <<= pyrtl.select(load, Const(0, f.size),
-                                    pyrtl.select(issue, (index + 1)[:f.size], index))
-        lstep.next <<= pyrtl.select(load, stride_step(deq.payload.ls, f.L), lstep)
-        laddr.next <<= pyrtl.select(load, deq.payload.laddr,
-                                    pyrtl.select(issue, (laddr - lstep)[:f.L], laddr))
+        _, finishing = active.advance(issue, down=1)             # top-down, as the ISA reads
 
         # t1: the vector read at t0 is pushed
         t1_valid = Register(1, f"{name}_t1_valid")

@@ -125,19 +125,26 @@ def test_directed_program(name, arch, program):
 
 # --------------------------------------------------------------------------- random programs
 
+def _check_examples(arch, strategy, examples: int, options=None) -> None:
+    """``examples`` (program, images, timing) cases drawn from ``strategy`` (derandomized),
+    each on the core against the emulator on every memory."""
+    core = cached_core(arch, options)                   # compile outside hypothesis's timing
+
+    @settings(max_examples=examples, deadline=None, derandomize=True,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @given(strategy)
+    def run(case):
+        program, images, timing = case
+        diffs, _ = compare(program, images, core, timing)
+        assert not diffs, "\n".join(diffs)
+
+    run()
+
+
 @pytest.mark.parametrize("arch_name", list(ARCHS))
 def test_random_programs(arch_name):
     arch = ARCHS[arch_name]
-    cached_core(arch)                                   # compile outside hypothesis's timing
-
-    @settings(max_examples=75, deadline=None, derandomize=True,
-              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-    @given(programs(arch))
-    def run(case):
-        program, images, timing = case
-        check(arch, program, images, timing)
-
-    run()
+    _check_examples(arch, programs(arch), 75)
 
 
 @pytest.mark.parametrize("arch_name", ["n2_fp16", "n4_fp8_odd_depths_lut", "n8_fp16"])
@@ -145,16 +152,7 @@ def test_random_chained_programs(arch_name):
     """Loads on both ports read while they run, stores of what acc→local moves still write,
     runs that wrap around local memory: every read chained behind a write sees it."""
     arch = ARCHS[arch_name]
-    cached_core(arch)
-
-    @settings(max_examples=60, deadline=None, derandomize=True,
-              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-    @given(window_programs(arch))
-    def run(case):
-        program, images, timing = case
-        check(arch, program, images, timing)
-
-    run()
+    _check_examples(arch, window_programs(arch), 60)
 
 
 @pytest.mark.parametrize("options", [Options(weight_loader=False),
@@ -164,17 +162,7 @@ def test_random_programs_other_options(options):
     """LoadWeights through the sequencer (``weight_loader=False``), and the loader with
     every hazard waiting at dispatch (``chained_hazards=False``): bit-exact too."""
     arch = ARCHS["n4_fp8_odd_depths_lut"]
-    cached_core(arch, options)
-
-    @settings(max_examples=40, deadline=None, derandomize=True,
-              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-    @given(window_programs(arch))
-    def run(case):
-        program, images, timing = case
-        diffs, _ = compare(program, images, cached_core(arch, options), timing)
-        assert not diffs, "\n".join(diffs)
-
-    run()
+    _check_examples(arch, window_programs(arch), 40, options)
 
 
 @pytest.mark.slow
