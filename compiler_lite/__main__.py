@@ -72,6 +72,8 @@ def run(args, out=None) -> int:
         golden_inputs = read_inputs(args.golden)
     c = compile_model(args.model, args.arch, outputs=outputs, input_shapes=shapes,
                       strategy=args.strategy, resize_mode=args.resize_mode, progress=progress)
+    for note in c.graph.assumed_dims:
+        print(f"note: {note}", file=sys.stderr)
     files = c.files(asm=args.tasm)
     if golden_inputs is not None:
         from .golden import golden_npz, run_emulator

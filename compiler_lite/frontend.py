@@ -62,6 +62,8 @@ class Graph:
     notes: list[str] = field(default_factory=list)
     #: Resize node output → the scales the model gave (its sizes were made explicit).
     resize_scales: dict = field(default_factory=dict)
+    #: dynamic input dimensions that were given a value no one asked for (the batch: 1)
+    assumed_dims: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self._consumers: dict[str, list[Node]] = {}
@@ -179,8 +181,10 @@ def _attr_value(a):
     return v
 
 
-def _set_input_shapes(model, given: Mapping[str, tuple], source: str) -> list[str]:
-    """Fix every graph input's dims (batch defaults to 1); returns the real input names."""
+def _set_input_shapes(model, given: Mapping[str, tuple], source: str
+                      ) -> tuple[list[str], list[str]]:
+    """Fix every graph input's dims (batch defaults to 1); returns the real input names and
+    one sentence per dimension set without ``-i`` (which, from what, to what)."""
     inits = {t.name for t in model.graph.initializer}
     real = [i for i in model.graph.input if i.name not in inits]
     names = [i.name for i in real]
@@ -189,6 +193,7 @@ def _set_input_shapes(model, given: Mapping[str, tuple], source: str) -> list[st
         raise CompileError(f"{source}: -i names {', '.join(map(repr, unknown))}, which "
                            f"{'is' if len(unknown) == 1 else 'are'} not a model input; inputs: "
                            + ", ".join(names))
+    assumed = []
     for vi in real:
         tt = vi.type.tensor_type
         dims = tt.shape.dim
@@ -209,13 +214,16 @@ def _set_input_shapes(model, given: Mapping[str, tuple], source: str) -> list[st
                 continue
             elif k == 0:
                 value = 1
+                was = repr(d.dim_param) if d.dim_param else "unknown"
+                assumed.append(f"input '{vi.name}' dimension 0 ({was}) set to 1; give another "
+                               f"with -i '{vi.name} [d0,d1,...]'")
             else:
                 raise CompileError(
                     f"{source}: input '{vi.name}' dimension {k} is dynamic "
                     f"({d.dim_param or '?'}); give the shape with -i '{vi.name} [d0,d1,...]'")
             d.Clear()
             d.dim_value = value
-    return names
+    return names, assumed
 
 
 def _resize_sizes(model) -> dict:
@@ -449,7 +457,7 @@ def load_graph(model, input_shapes: Mapping[str, tuple] | None = None,
     m, original_opset, notes = _convert(m, source)
     opset = max(_default_opset(m), MIN_OPSET)
     m = onnx.ModelProto.FromString(m.SerializeToString())        # never modify the caller's
-    inputs = _set_input_shapes(m, dict(input_shapes or {}), source)
+    inputs, assumed = _set_input_shapes(m, dict(input_shapes or {}), source)
     del m.graph.value_info[:]                   # stale annotations; inference redoes them
     for o in m.graph.output:                    # (a new batch size changes the outputs too)
         o.type.tensor_type.ClearField("shape")
@@ -529,6 +537,7 @@ def load_graph(model, input_shapes: Mapping[str, tuple] | None = None,
     used_inputs = [i for i in inputs if i in needed]
     if original_opset < MIN_OPSET:
         notes.insert(0, f"converted from opset {original_opset} to {MIN_OPSET}")
-    g = Graph(source, opset, keep, consts, shapes, used_inputs, chosen, notes)
+    g = Graph(source, opset, keep, consts, shapes, used_inputs, chosen, assumed + notes)
     g.resize_scales = resize_scales
+    g.assumed_dims = assumed
     return g

@@ -20,6 +20,11 @@ from dataclasses import dataclass
 from tcu_hw.errors import ArtifactError
 
 SIMULATED = ("emulator", "pyrtl", "verilator")
+#: the longest DRAM latency and vector time the models take: well inside the simulators'
+#: hang rule (sim.pyrtl_backend.STALL_CYCLES quiet cycles)
+MAX_DRAM_CYCLES = 5_000
+#: bursts an AXI slave model accepts per direction, at most
+MAX_OUTSTANDING = 256
 
 
 @dataclass(frozen=True)
@@ -38,12 +43,14 @@ class SimOptions:
     outstanding: int = 16
 
     def __post_init__(self) -> None:
-        if not (self.latency >= 0 and self.cycles_per_vector >= 1
-                and 0 <= self.stall_probability < 1 and self.outstanding >= 1):
+        if not (0 <= self.latency <= MAX_DRAM_CYCLES and
+                1 <= self.cycles_per_vector <= MAX_DRAM_CYCLES and
+                0 <= self.stall_probability < 1 and 1 <= self.outstanding <= MAX_OUTSTANDING):
             raise ArtifactError(
-                f"DRAM timing: need latency >= 0 (got {self.latency}), cycles_per_vector >= 1 "
-                f"(got {self.cycles_per_vector}), 0 <= stall_probability < 1 (got "
-                f"{self.stall_probability}), outstanding >= 1 (got {self.outstanding})")
+                f"DRAM timing: need latency 0..{MAX_DRAM_CYCLES:,} (got {self.latency}), "
+                f"cycles_per_vector 1..{MAX_DRAM_CYCLES:,} (got {self.cycles_per_vector}), "
+                f"0 <= stall_probability < 1 (got {self.stall_probability}), outstanding "
+                f"1..{MAX_OUTSTANDING} (got {self.outstanding})")
 
 
 def waveform_window(window=None, around=None) -> tuple[int, int] | None:

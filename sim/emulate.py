@@ -18,14 +18,13 @@ import argparse
 import json
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
 from tcu_hw import numeric
 from tcu_hw.artifacts import read_csv
 from tcu_hw.errors import ArtifactError, run_cli
-from tcu_hw.files import check_writable
+from tcu_hw.files import check_writable, write_atomic
 
 from .emulator import Emulator
 from .model import (check_output_paths, format_outputs, gather, load_model, load_program, place,
@@ -116,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
         d = stats.to_dict()
         d.update(seconds=elapsed, runs=runs, input_saturations=in_sats,
                  events=[str(e) for e in emu.events])
-        Path(args.stats).write_text(json.dumps(d, indent=2) + "\n")
+        write_atomic(args.stats, json.dumps(d, indent=2) + "\n", ArtifactError)
     if not args.quiet:
         err = sys.stderr
         print("EMULATOR SUMMARY", file=err)

@@ -20,13 +20,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
 import numpy as np
 
 from tcu_hw.cli import pc_around, pc_window
 from tcu_hw.errors import ArtifactError, run_cli
-from tcu_hw.files import check_writable
+from tcu_hw.files import check_writable, write_atomic
 
 from .backends import SIMULATED as BACKENDS
 from .backends import SimOptions, SimulatedBackend, waveform_window
@@ -98,11 +97,13 @@ def run(args: argparse.Namespace) -> int:
     if not outputs:
         sys.stdout.write(format_outputs(model, outs, 1, args.raw))
     if args.stats:
-        Path(args.stats).write_text(json.dumps(stats, indent=2, default=int) + "\n")
+        write_atomic(args.stats, json.dumps(stats, indent=2, default=int) + "\n", ArtifactError)
     if not args.quiet:
         err = sys.stderr
         print(f"RUN SUMMARY ({args.backend})", file=err)
         print(f"  model:          {model.name}", file=err)
+        print(f"  saturations:    inputs {sats} (values outside {model.arch.data_type}'s range, "
+              f"clamped)", file=err)
         if "axi" in stats:
             a = stats["axi"]
             print(f"  cycles:         {stats['cycles']:,} (AXI {stats['axi_data_width']} bits, "

@@ -34,8 +34,10 @@ from tcu_hw import numeric
 from tcu_hw.arch import Architecture, Options
 from tcu_hw.errors import TcuError
 from tcu_hw.isa import Instruction, flush_probe
+from tcu_hw.top import describe_status
 from tcu_hw.verilog import verilog, waiver
 
+from .axi_model import FAULT_KINDS, AxiFault
 from .model import probe_pattern
 from .pyrtl_backend import STALL_CYCLES
 
@@ -46,6 +48,15 @@ CFLAGS = "-O3 -march=native"
 
 class VerilatorError(TcuError):
     """Verilator is missing, the build failed, or a run failed (protocol violation, hang)."""
+
+
+class VerilatorHang(VerilatorError):
+    """The run did not finish; ``stats`` holds the testbench's report, with the top's status
+    outputs (``error``, ``timeout_flag``, ``dram_timeout``, ``idle``) when it stopped."""
+
+    def __init__(self, message: str, stats: dict) -> None:
+        super().__init__(message)
+        self.stats = stats
 
 
 def find_verilator() -> str | None:
@@ -135,13 +146,21 @@ class VerilatorTop:
 
     def run(self, program: Sequence[Instruction] | bytes, dram0: Mapping[int, np.ndarray] = (),
             dram1: Mapping[int, np.ndarray] = (), timing: AxiTiming = AxiTiming(),
-            max_cycles: int | None = None, stall_cycles: int = STALL_CYCLES
-            ) -> VerilatorResult:
+            max_cycles: int | None = None, stall_cycles: int = STALL_CYCLES,
+            fault: AxiFault | None = None, feed_bytes: int | None = None,
+            recover: bool = False) -> VerilatorResult:
         """Feed the program (plus the flush probe), run until the probe completes, keep the
         final DRAM images for :meth:`read_dram0` / :meth:`read_dram1`. The run is hung
-        (:class:`VerilatorError`) when no instruction word, AXI burst or beat moves for
-        ``stall_cycles`` cycles, or, with ``max_cycles``, when the probe has not completed
-        after that many cycles."""
+        (:class:`VerilatorHang`, whose message names a DRAM port the hardware saw stop
+        answering) when no instruction word, AXI burst or beat moves for ``stall_cycles``
+        cycles, or, with ``max_cycles``, when the probe has not completed after that many
+        cycles. The result's ``stats`` hold the top's status outputs at the end.
+
+        Fault tests: ``fault`` makes one slave misbehave, ``feed_bytes`` stops the
+        instruction stream after that many bytes (whole words); with ``recover`` the
+        testbench then holds ``reset``, reads the status outputs (``stats["first"]``: the
+        faulty run's end, ``stats["after_reset"]``), and runs the program again with
+        well-behaved slaves (the result is that run's)."""
         arch, lay = self.arch, self.arch.layout
         body = bytes(program) if isinstance(program, (bytes, bytearray)) else \
             lay.encode_program(program)
@@ -161,8 +180,11 @@ class VerilatorTop:
                    "write_latency": timing.write_latency, "outstanding": timing.outstanding,
                    "stall": timing.stall_probability, "feed_stall": timing.feed_stall,
                    "seed": timing.seed, "max_cycles": max_cycles or 0,
-                   "stall_cycles": stall_cycles,
-                   "pattern": probe_pattern(arch).hex()}
+                   "stall_cycles": stall_cycles, "feed_bytes": feed_bytes or 0,
+                   "recover": int(recover), "pattern": probe_pattern(arch).hex()}
+            if fault is not None:
+                cfg.update(fault_port=fault.port, fault_kind=FAULT_KINDS.index(fault.kind) + 1,
+                           fault_after=fault.after)
             (d / "config.txt").write_text("".join(f"{k} {v}\n" for k, v in cfg.items()))
             run = subprocess.run([str(self.binary), str(d / "config.txt")],
                                  capture_output=True, text=True)
@@ -173,6 +195,10 @@ class VerilatorTop:
                                      f"{run.returncode}): {run.stderr[-2000:]}") from None
             if run.returncode == 3:
                 raise VerilatorError(stats.get("violation", run.stderr))
+            if run.returncode == 4:
+                flags = {**stats, "timeout": stats.get("timeout_flag", 0)}
+                raise VerilatorHang(f"the generated top stopped: {stats.get('why', '')}"
+                                    f"{describe_status(flags)}", stats)
             if run.returncode:
                 raise VerilatorError(f"the Verilator run failed (status {run.returncode}): "
                                      f"{run.stderr.strip()[-2000:]}")

@@ -44,8 +44,10 @@ def read_json(path, what: str, error: type[TcuError]):
                     f"column {e.colno}") from None
 
 
-def write_atomic(path, data: bytes | str) -> None:
-    """Write a whole file or nothing: a temporary file next to it, then a rename."""
+def write_atomic(path, data: bytes | str, error: type[TcuError] = TcuError) -> None:
+    """Write a whole file or nothing: a temporary file next to it, then a rename. A file
+    system that refuses (no such directory, read-only, full disk) raises ``error`` naming
+    ``path``, and leaves no file behind."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     try:
@@ -54,9 +56,13 @@ def write_atomic(path, data: bytes | str) -> None:
         else:
             tmp.write_bytes(data)
         os.replace(tmp, path)
+    except OSError as e:
+        raise error(f"{path}: cannot write it: {e.strerror or e}") from None
     finally:
-        if tmp.exists():
-            tmp.unlink()
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:
+            pass
 
 
 def check_writable(path, flag: str, error: type[TcuError]) -> None:

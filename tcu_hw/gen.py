@@ -6,7 +6,7 @@
 ARCH is a `.tarch` path or a preset name (default ``pynqz1``). Writes into OUTDIR:
 
 - ``top_<arch>.v``: the drop-in replacement for Tensil's top (same ports, active-low reset,
-  plus ``error``, ``timeout``, ``tracepoint``, ``idle`` outputs) and its RAM modules;
+  plus ``error``, ``timeout``, ``tracepoint``, ``idle``, ``dram_timeout`` outputs) and its RAM modules;
 - ``architecture_params.h``: the driver's architecture header;
 - ``top_<arch>.json``: manifest (ports with widths and groups, memories, architecture,
   options, instruction layout);

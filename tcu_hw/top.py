@@ -5,7 +5,13 @@
     instruction_* (AXI-Stream) ─▶ InstructionStream ─▶ Core ─▶ AxiMaster ─▶ m_axi_dram0_*
                                                           └──▶ AxiMaster ─▶ m_axi_dram1_*
                                           Sampler (optional) ─▶ sample_*
-    extra outputs: error, timeout, tracepoint, idle
+    extra outputs: error, timeout, tracepoint, idle, dram_timeout
+
+``timeout`` rises when anything has waited for the Configure timeout register's number of
+cycles (default the ``decoder_timeout`` option): the decoder on an instruction it cannot
+dispatch, a DRAM port on a slave that does not answer (``dram_timeout`` says which), or the
+instruction stream stopped in the middle of an instruction (``timeout`` high, ``dram_timeout``
+zero and ``idle`` high). Each flag falls as soon as the wait ends; reset clears them all.
 
 :func:`port_list` gives the ports in Tensil's order with directions and widths (the
 generator's wrapper and the tests use it); :class:`Top` builds the design in the working
@@ -17,6 +23,8 @@ from __future__ import annotations
 
 import pyrtl
 
+from typing import Mapping
+
 from .arch import Architecture, Options
 from .blocks.axi import AXI_INPUTS, AXI_PORT_ORDER, AxiMaster, axi_width
 from .blocks.axis import InstructionStream
@@ -24,10 +32,13 @@ from .blocks.stream import connect
 from .core import Core
 
 #: Outputs we add to Tensil's ports: (name, width, meaning).
-EXTRA_OUTPUTS = (("error", 1, "sticky error flag (TCU.md §4.8)"),
-                 ("timeout", 1, "the decoder has waited longer than the timeout register"),
+EXTRA_OUTPUTS = (("error", 1, "sticky error flag (TCU.md §4.8; an AXI SLVERR or DECERR too)"),
+                 ("timeout", 1, "the decoder, a DRAM slave or the instruction stream has "
+                                "waited the timeout register's cycles"),
                  ("tracepoint", 1, "the program counter equals the tracepoint register"),
-                 ("idle", 1, "no instruction in flight"))
+                 ("idle", 1, "no instruction in flight"),
+                 ("dram_timeout", 2, "bit k: DRAM k's slave has not answered for the timeout "
+                                     "register's cycles"))
 
 
 def port_list(arch: Architecture, options: Options, extras: bool = True
@@ -100,6 +111,33 @@ class Top:
             io["sample_tvalid"] <<= s.valid
             io["sample_tlast"] <<= s.payload.last
         io["error"] <<= core.error | self.axi[0].bus_error | self.axi[1].bus_error
-        io["timeout"] <<= core.timeout
+        stuck = [cfg.watch(m.slave_wait, f"dram{k}_timeout") for k, m in enumerate(self.axi)]
+        cut = cfg.watch(stream.cut, "stream_timeout")
+        io["dram_timeout"] <<= pyrtl.concat(stuck[1], stuck[0])
+        io["timeout"] <<= core.timeout | stuck[0] | stuck[1] | cut
         io["tracepoint"] <<= core.tracepoint
         io["idle"] <<= core.idle & self.axi[0].idle & self.axi[1].idle
+
+
+#: the status outputs a run reports
+STATUS_OUTPUTS = ("error", "timeout", "dram_timeout", "idle")
+
+
+def status_outputs(out: Mapping[str, int]) -> dict[str, int]:
+    """The status outputs of one cycle's outputs (zeros before the first cycle)."""
+    return {name: int(out.get(name, 0)) for name in STATUS_OUTPUTS}
+
+
+def describe_status(status: Mapping[str, int]) -> str:
+    """Words for a hang message from the status outputs, e.g. ``"; the DRAM1 slave stopped
+    answering (dram_timeout)"`` (empty when no flag is up)."""
+    words = []
+    ports = [f"DRAM{k}" for k in (0, 1) if status.get("dram_timeout", 0) >> k & 1]
+    if ports:
+        words.append(f"the {' and '.join(ports)} slave stopped answering (dram_timeout)")
+    elif status.get("timeout"):
+        words.append("the instruction stream stopped inside an instruction"
+                     if status.get("idle") else "the decoder is waiting (timeout)")
+    if status.get("error"):
+        words.append("error is high")
+    return "; " + "; ".join(words) if words else ""

@@ -1,7 +1,7 @@
 """Deterministic Verilog for the top, its Verilator waiver, and the JSON manifest.
 
 ``top_<arch>.v`` holds two modules: ``top_<arch>`` with exactly Tensil's ports in Tensil's
-order (plus ``error``, ``timeout``, ``tracepoint``, ``idle``) and the active-low ``reset``
+order (plus ``error``, ``timeout``, ``tracepoint``, ``idle``, ``dram_timeout``) and the active-low ``reset``
 (active high with ``Options(reset_active_low=False)``), and ``top_<arch>_core``, PyRTL's flat export of :class:`tcu_hw.top.Top` with a synchronous
 active-high ``rst``. Wire and memory name counters are reset before every build, so the same
 architecture and options always give the same bytes.

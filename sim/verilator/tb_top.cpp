@@ -4,7 +4,11 @@
 // Built by sim/verilator_backend.py with -DTCU_TOP=<Vtop_x> -DTCU_TOP_HEADER="<Vtop_x.h>".
 // Usage: tb <config file>; the config holds key value lines (see sim/verilator_backend.py).
 // Exit status: 0 done, 2 bad usage or file, 3 AXI protocol violation, 4 did not finish.
-// Prints one JSON object with cycles and counters on standard output.
+// Prints one JSON object with cycles, counters and the top's status outputs on standard
+// output. Fault tests: a misbehaving slave (fault_port, fault_kind, fault_after: the kinds of
+// sim.axi_model.AxiFault), a cut instruction stream (feed_bytes), and `recover 1`: after the
+// faulty run ends (or hangs), hold reset, read the status outputs, and run the program
+// again with well-behaved slaves.
 
 #include <chrono>
 #include <cstdint>
@@ -55,6 +59,9 @@ struct Config {
         return it->second;
     }
     uint64_t u(const std::string& k) const { return std::stoull(s(k)); }
+    uint64_t u(const std::string& k, uint64_t otherwise) const {
+        return kv.count(k) ? u(k) : otherwise;
+    }
     double f(const std::string& k) const { return std::stod(s(k)); }
 };
 
@@ -89,7 +96,11 @@ static uint64_t cycle = 0;
 }
 
 // ------------------------------------------------------------------ AXI4 slave model
-struct Burst { uint64_t addr; uint32_t beats; uint64_t ready_at; uint32_t done; };
+struct Burst { uint64_t addr; uint32_t beats; uint64_t ready_at; uint32_t done; uint32_t resp; };
+
+// sim.axi_model.FAULT_KINDS, in order (0: none)
+enum FaultKind { NO_FAULT = 0, SLVERR = 1, DECERR = 2, NO_READ_DATA = 3, NO_WRITE_RESPONSE = 4 };
+static const uint64_t NEVER = ~uint64_t(0);
 
 struct AxiSlave {
     const char* name;
@@ -97,15 +108,26 @@ struct AxiSlave {
     int beat_bytes;
     uint32_t latency, write_latency, outstanding;
     double stall;
+    int fault = NO_FAULT;
+    uint64_t fault_after = 0;
     std::deque<Burst> reads, writes, bresps;
-    uint64_t bursts_r = 0, bursts_w = 0, beats_r = 0, beats_w = 0;
+    uint64_t bursts_r = 0, bursts_w = 0, beats_r = 0, beats_w = 0, written = 0;
     // previous-cycle valid/payload for the stability rule
     bool ar_pending = false, aw_pending = false, w_pending = false;
     uint64_t ar_prev = 0, aw_prev = 0;
     std::vector<uint8_t> w_prev;
     // what the slave drives this cycle
     bool arready = 0, awready = 0, wready = 0, rvalid = 0, rlast = 0, bvalid = 0;
+    uint32_t rresp = 0, bresp = 0;
     std::vector<uint8_t> rdata;
+
+    // the response code and answer cycle of the burst after `before` bursts of its direction
+    uint32_t response(uint64_t before) const {
+        return before < fault_after ? 0 : fault == SLVERR ? 2 : fault == DECERR ? 3 : 0;
+    }
+    uint64_t due(uint64_t before, int silent_kind, uint32_t wait) const {
+        return fault == silent_kind && before >= fault_after ? NEVER : cycle + wait;
+    }
 
     void check_burst(uint64_t addr, uint32_t len, uint32_t size, uint32_t burst, bool write) {
         const char* ch = write ? "AW" : "AR";
@@ -135,10 +157,12 @@ struct AxiSlave {
             Burst& b = reads.front();
             rvalid = true;
             rlast = b.done + 1 == b.beats;
+            rresp = b.resp;
             uint64_t a = b.addr + uint64_t(b.done) * beat_bytes;
             std::memcpy(rdata.data(), &mem[a], beat_bytes);
         }
         bvalid = !bresps.empty() && bresps.front().ready_at <= cycle;
+        bresp = bresps.empty() ? 0 : bresps.front().resp;
     }
 
     void ar(bool valid, uint64_t addr, uint32_t len, uint32_t size, uint32_t burst) {
@@ -148,7 +172,8 @@ struct AxiSlave {
         ar_pending = valid && !arready; ar_prev = payload;
         if (valid && arready) {
             check_burst(addr, len, size, burst, false);
-            reads.push_back({addr, len + 1, cycle + latency, 0});
+            reads.push_back({addr, len + 1, due(bursts_r, NO_READ_DATA, latency), 0,
+                             response(bursts_r)});
             ++bursts_r;
         }
     }
@@ -159,7 +184,7 @@ struct AxiSlave {
         aw_pending = valid && !awready; aw_prev = payload;
         if (valid && awready) {
             check_burst(addr, len, size, burst, true);
-            writes.push_back({addr, len + 1, 0, 0});
+            writes.push_back({addr, len + 1, 0, 0, 0});
             ++bursts_w;
         }
     }
@@ -182,7 +207,9 @@ struct AxiSlave {
             std::memcpy(&mem[b.addr + uint64_t(b.done) * beat_bytes], data, beat_bytes);
             ++beats_w;
             if (++b.done == b.beats) {
-                bresps.push_back({0, 0, cycle + write_latency, 0});
+                bresps.push_back({0, 0, due(written, NO_WRITE_RESPONSE, write_latency), 0,
+                                  response(written)});
+                ++written;
                 writes.pop_front();
             }
         }
@@ -204,9 +231,11 @@ struct AxiSlave {
     do {                                                                                 \
         top->P##_arready = S.arready; top->P##_awready = S.awready;                      \
         top->P##_wready = S.wready; top->P##_rvalid = S.rvalid;                          \
-        top->P##_rlast = S.rlast; top->P##_rresp = 0; top->P##_rid = 0;                  \
+        top->P##_rlast = S.rlast; top->P##_rresp = S.rvalid ? S.rresp : 0;              \
+        top->P##_rid = 0;                                                                \
         if (S.rvalid) put(top->P##_rdata, S.rdata.data(), S.beat_bytes);                 \
-        top->P##_bvalid = S.bvalid; top->P##_bresp = 0; top->P##_bid = 0;                \
+        top->P##_bvalid = S.bvalid; top->P##_bresp = S.bvalid ? S.bresp : 0;            \
+        top->P##_bid = 0;                                                                \
     } while (0)
 
 #define SLAVE_SAMPLE(S, P)                                                               \
@@ -226,6 +255,119 @@ struct AxiSlave {
         S.b(top->P##_bready);                                                            \
     } while (0)
 
+// ------------------------------------------------------------------ one run of the program
+struct Params {
+    std::vector<uint8_t> prog, pattern;
+    uint64_t probe_src, probe_dst, max_cycles, stall_cycles;
+    double feed_stall;
+    int beat_bytes, vector_bytes;
+};
+
+struct Outcome {
+    bool done = false;
+    uint64_t cycles = 0, error_at = 0;
+    size_t fed = 0;
+    std::string why;                 // why a run that did not finish stopped
+};
+
+struct Status { int error, timeout, dram_timeout, idle; };
+
+static Status status(const TCU_TOP* top) {
+    return {int(top->error), int(top->timeout), int(top->dram_timeout), int(top->idle)};
+}
+static std::string status_json(const Status& st) {
+    std::ostringstream o;
+    o << "\"error\": " << st.error << ", \"timeout_flag\": " << st.timeout
+      << ", \"dram_timeout\": " << st.dram_timeout << ", \"idle\": " << st.idle;
+    return o.str();
+}
+
+// drive the inputs, evaluate, sample the handshakes, clock: one cycle
+static void step(TCU_TOP* top, AxiSlave* s, std::vector<uint8_t>& wbuf, std::vector<uint8_t>& sbuf) {
+    s[0].drive(); s[1].drive();
+    SLAVE_IO(s[0], m_axi_dram0);
+    SLAVE_IO(s[1], m_axi_dram1);
+    top->clock = 0;
+    top->eval();
+    SLAVE_SAMPLE(s[0], m_axi_dram0);
+    SLAVE_SAMPLE(s[1], m_axi_dram1);
+    top->clock = 1;
+    top->eval();
+    ++cycle;
+}
+
+// hold reset (active low) for a few cycles with the slaves' inputs quiet
+static void hold_reset(TCU_TOP* top) {
+    top->instruction_tvalid = 0;
+    top->m_axi_dram0_arready = top->m_axi_dram0_awready = top->m_axi_dram0_wready = 0;
+    top->m_axi_dram0_rvalid = top->m_axi_dram0_bvalid = 0;
+    top->m_axi_dram1_arready = top->m_axi_dram1_awready = top->m_axi_dram1_wready = 0;
+    top->m_axi_dram1_rvalid = top->m_axi_dram1_bvalid = 0;
+    top->reset = 0;
+    for (int i = 0; i < 4; ++i) { top->clock = 1; top->eval(); top->clock = 0; top->eval(); }
+    top->reset = 1;
+    top->eval();
+}
+
+static Outcome run_program(TCU_TOP* top, AxiSlave* s, const Params& p, size_t feed_limit) {
+    std::vector<uint8_t> wbuf(p.beat_bytes), sbuf(p.beat_bytes / 8 + 8), word(p.beat_bytes);
+    const int beat_bytes = p.beat_bytes;
+    std::memcpy(&s[0].mem[p.probe_src], p.pattern.data(), p.vector_bytes);
+    std::memset(&s[0].mem[p.probe_dst], 0, p.vector_bytes);
+    Outcome o;
+    uint64_t quiet = 0, last_activity = 0;
+    size_t word_at = size_t(-1);
+    const uint64_t start = cycle;
+    const size_t feed = std::min(feed_limit, p.prog.size());
+    while (true) {
+        const uint64_t ran = cycle - start;
+        if (quiet >= p.stall_cycles || (p.max_cycles && ran >= p.max_cycles)) {
+            std::ostringstream m;
+            if (quiet >= p.stall_cycles)
+                m << "nothing moved for " << quiet << " cycles at cycle " << ran;
+            else
+                m << "did not finish in " << p.max_cycles << " cycles";
+            m << " (" << o.fed << " of " << p.prog.size() << " instruction bytes fed)";
+            o.why = m.str();
+            o.cycles = ran;
+            return o;
+        }
+        // drive inputs for this cycle
+        bool tvalid = o.fed < feed && !chance(p.feed_stall);
+        if (tvalid && o.fed != word_at) {
+            std::memset(word.data(), 0, beat_bytes);
+            std::memcpy(word.data(), &p.prog[o.fed],
+                        std::min<size_t>(beat_bytes, p.prog.size() - o.fed));
+            put(top->instruction_tdata, word.data(), beat_bytes);
+            word_at = o.fed;
+        }
+        top->instruction_tvalid = tvalid;
+        top->instruction_tlast = o.fed + beat_bytes >= p.prog.size();
+        s[0].drive(); s[1].drive();
+        SLAVE_IO(s[0], m_axi_dram0);
+        SLAVE_IO(s[1], m_axi_dram1);
+        top->clock = 0;
+        top->eval();
+        // sample handshakes before the edge
+        if (tvalid && top->instruction_tready) o.fed += beat_bytes;
+        SLAVE_SAMPLE(s[0], m_axi_dram0);
+        SLAVE_SAMPLE(s[1], m_axi_dram1);
+        if (top->error && !o.error_at) o.error_at = cycle - start + 1;
+        const uint64_t activity = o.fed + s[0].activity() + s[1].activity();
+        quiet = activity == last_activity ? quiet + 1 : 0;
+        last_activity = activity;
+        top->clock = 1;
+        top->eval();
+        ++cycle;
+        if (o.fed >= p.prog.size() &&
+            std::memcmp(&s[0].mem[p.probe_dst], p.pattern.data(), p.vector_bytes) == 0) {
+            o.done = true;
+            o.cycles = cycle - start;
+            return o;
+        }
+    }
+}
+
 int main(int argc, char** argv) {
     if (argc < 2) { fprintf(stderr, "usage: tb CONFIG\n"); return 2; }
     Config cfg;
@@ -238,108 +380,84 @@ int main(int argc, char** argv) {
     Verilated::commandArgs(1, argv);
     auto top = std::make_unique<TCU_TOP>();
 
-    const int beat_bytes = int(cfg.u("beat_bytes"));
-    const int vector_bytes = int(cfg.u("vector_bytes"));
-    std::vector<uint8_t> prog = read_file(cfg.s("program"));
+    Params p;
+    p.beat_bytes = int(cfg.u("beat_bytes"));
+    p.vector_bytes = int(cfg.u("vector_bytes"));
+    p.prog = read_file(cfg.s("program"));
     rng_state ^= cfg.u("seed") * 0x9E3779B97F4A7C15ull;
-    AxiSlave s[2] = {
-        {"dram0", read_file(cfg.s("dram0_in")), beat_bytes, uint32_t(cfg.u("latency")),
-         uint32_t(cfg.u("write_latency")), uint32_t(cfg.u("outstanding")), cfg.f("stall")},
-        {"dram1", read_file(cfg.s("dram1_in")), beat_bytes, uint32_t(cfg.u("latency")),
-         uint32_t(cfg.u("write_latency")), uint32_t(cfg.u("outstanding")), cfg.f("stall")}};
-    for (auto& sl : s) { sl.rdata.assign(beat_bytes, 0); sl.w_prev.assign(beat_bytes + 1, 0); }
-    std::vector<uint8_t> wbuf(beat_bytes), sbuf(beat_bytes / 8 + 8), word(beat_bytes);
+    auto slave = [&](int k) {
+        AxiSlave sl{k ? "dram1" : "dram0", read_file(cfg.s(k ? "dram1_in" : "dram0_in")),
+                    p.beat_bytes, uint32_t(cfg.u("latency")), uint32_t(cfg.u("write_latency")),
+                    uint32_t(cfg.u("outstanding")), cfg.f("stall")};
+        sl.rdata.assign(p.beat_bytes, 0);
+        sl.w_prev.assign(p.beat_bytes + 1, 0);
+        return sl;
+    };
+    AxiSlave s[2] = {slave(0), slave(1)};
+    const int fault_port = int(cfg.u("fault_port", 2));        // 2: no fault
+    if (fault_port < 2) {
+        s[fault_port].fault = int(cfg.u("fault_kind"));
+        s[fault_port].fault_after = cfg.u("fault_after", 0);
+    }
 
     // flush probe: the pattern at DRAM0[depth-1] must appear at DRAM0[depth-2]
-    const uint64_t probe_src = cfg.u("probe_src") * vector_bytes;
-    const uint64_t probe_dst = cfg.u("probe_dst") * vector_bytes;
-    std::vector<uint8_t> pattern(vector_bytes);
+    p.probe_src = cfg.u("probe_src") * p.vector_bytes;
+    p.probe_dst = cfg.u("probe_dst") * p.vector_bytes;
+    p.pattern.assign(p.vector_bytes, 0);
     const std::string hex = cfg.s("pattern");          // a valid vector of the data type
-    if (hex.size() != size_t(2 * vector_bytes)) { fprintf(stderr, "tb: bad pattern\n"); return 2; }
-    for (int i = 0; i < vector_bytes; ++i) pattern[i] = uint8_t(std::stoi(hex.substr(2 * i, 2), nullptr, 16));
-    std::memcpy(&s[0].mem[probe_src], pattern.data(), vector_bytes);
-    std::memset(&s[0].mem[probe_dst], 0, vector_bytes);
-
-    const uint64_t max_cycles = cfg.u("max_cycles");      // 0: no limit
-    const uint64_t stall_cycles = cfg.u("stall_cycles");  // hung after this many quiet cycles
-    uint64_t quiet = 0, last_activity = 0;
-    const double feed_stall = cfg.f("feed_stall");
-    size_t fed = 0, word_at = size_t(-1);
-    uint64_t done_at = 0, error_at = 0;
-    bool done = false;
+    if (hex.size() != size_t(2 * p.vector_bytes)) { fprintf(stderr, "tb: bad pattern\n"); return 2; }
+    for (int i = 0; i < p.vector_bytes; ++i)
+        p.pattern[i] = uint8_t(std::stoi(hex.substr(2 * i, 2), nullptr, 16));
+    p.max_cycles = cfg.u("max_cycles");         // 0: no limit
+    p.stall_cycles = cfg.u("stall_cycles");     // hung after this many quiet cycles
+    p.feed_stall = cfg.f("feed_stall");
+    const size_t feed_bytes = size_t(cfg.u("feed_bytes", 0));   // 0: the whole program
+    const bool recover = cfg.u("recover", 0) != 0;
 
     const auto started = std::chrono::steady_clock::now();
-    top->clock = 0; top->reset = 0;
-    for (int i = 0; i < 4; ++i) { top->clock = 1; top->eval(); top->clock = 0; top->eval(); }
-    top->reset = 1;
-
-    while (!done) {
-        if (quiet >= stall_cycles || (max_cycles && cycle >= max_cycles)) {
-            if (quiet >= stall_cycles)
-                fprintf(stderr, "tb: nothing moved for %llu cycles at cycle %llu (%zu of %zu "
-                        "instruction bytes fed)\n", (unsigned long long)quiet,
-                        (unsigned long long)cycle, fed, prog.size());
-            else
-                fprintf(stderr, "tb: did not finish in %llu cycles (%zu of %zu instruction "
-                        "bytes fed)\n", (unsigned long long)max_cycles, fed, prog.size());
-            printf("{\"timeout\": true, \"cycles\": %llu}\n", (unsigned long long)cycle);
-            return 4;
-        }
-        // drive inputs for this cycle
-        bool tvalid = fed < prog.size() && !chance(feed_stall);
-        if (tvalid && fed != word_at) {
-            std::memset(word.data(), 0, beat_bytes);
-            std::memcpy(word.data(), &prog[fed], std::min<size_t>(beat_bytes, prog.size() - fed));
-            put(top->instruction_tdata, word.data(), beat_bytes);
-            word_at = fed;
-        }
-        top->instruction_tvalid = tvalid;
-        top->instruction_tlast = fed + beat_bytes >= prog.size();
-        s[0].drive(); s[1].drive();
-        SLAVE_IO(s[0], m_axi_dram0);
-        SLAVE_IO(s[1], m_axi_dram1);
-        top->clock = 0;
-        top->eval();
-        // sample handshakes before the edge
-        if (tvalid && top->instruction_tready) fed += beat_bytes;
-        SLAVE_SAMPLE(s[0], m_axi_dram0);
-        SLAVE_SAMPLE(s[1], m_axi_dram1);
-        if (top->error && !error_at) error_at = cycle + 1;
-        const uint64_t activity = fed + s[0].activity() + s[1].activity();
-        quiet = activity == last_activity ? quiet + 1 : 0;
-        last_activity = activity;
-        top->clock = 1;
-        top->eval();
-        ++cycle;
-        if (fed >= prog.size() &&
-            std::memcmp(&s[0].mem[probe_dst], pattern.data(), vector_bytes) == 0) {
-            done = true;
-            done_at = cycle;
-        }
+    top->clock = 0;
+    hold_reset(top.get());
+    Outcome o = run_program(top.get(), s, p, feed_bytes ? feed_bytes : p.prog.size());
+    std::string first;
+    if (recover) {
+        // the faulty run's end and the status right after reset, then a clean run
+        std::ostringstream m;
+        m << "\"first\": {\"done\": " << int(o.done) << ", \"cycles\": " << o.cycles << ", "
+          << status_json(status(top.get())) << "}, ";
+        hold_reset(top.get());
+        m << "\"after_reset\": {" << status_json(status(top.get())) << "}, ";
+        first = m.str();
+        s[0] = slave(0);
+        s[1] = slave(1);
+        o = run_program(top.get(), s, p, p.prog.size());
+    }
+    if (!o.done) {
+        fprintf(stderr, "tb: %s\n", o.why.c_str());
+        printf("{\"timeout\": true, %s\"cycles\": %llu, \"why\": \"%s\", %s}\n", first.c_str(),
+               (unsigned long long)o.cycles, o.why.c_str(), status_json(status(top.get())).c_str());
+        return 4;
     }
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    const Status end = status(top.get());
     // let the last write responses drain so the images are final
-    for (int i = 0; i < 64 && !(s[0].idle() && s[1].idle()); ++i) {
-        s[0].drive(); s[1].drive();
-        SLAVE_IO(s[0], m_axi_dram0); SLAVE_IO(s[1], m_axi_dram1);
-        top->clock = 0; top->eval();
-        SLAVE_SAMPLE(s[0], m_axi_dram0); SLAVE_SAMPLE(s[1], m_axi_dram1);
-        top->clock = 1; top->eval(); ++cycle;
+    {
+        std::vector<uint8_t> wbuf(p.beat_bytes), sbuf(p.beat_bytes / 8 + 8);
+        for (int i = 0; i < 64 && !(s[0].idle() && s[1].idle()); ++i)
+            step(top.get(), s, wbuf, sbuf);
     }
-    std::memset(&s[0].mem[probe_src], 0, vector_bytes);
-    std::memset(&s[0].mem[probe_dst], 0, vector_bytes);
+    std::memset(&s[0].mem[p.probe_src], 0, p.vector_bytes);
+    std::memset(&s[0].mem[p.probe_dst], 0, p.vector_bytes);
     for (int k = 0; k < 2; ++k) {
         std::ofstream out(cfg.s(k ? "dram1_out" : "dram0_out"), std::ios::binary);
         out.write(reinterpret_cast<const char*>(s[k].mem.data()), s[k].mem.size());
     }
-    printf("{\"cycles\": %llu, \"sim_seconds\": %.6f, \"error\": %d, \"error_cycle\": %llu, "
-           "\"idle\": %d, "
+    printf("{%s\"cycles\": %llu, \"sim_seconds\": %.6f, %s, \"error_cycle\": %llu, "
            "\"dram0\": {\"read_bursts\": %llu, \"write_bursts\": %llu, \"read_beats\": %llu, "
            "\"write_beats\": %llu}, \"dram1\": {\"read_bursts\": %llu, \"write_bursts\": %llu, "
            "\"read_beats\": %llu, \"write_beats\": %llu}}\n",
-           (unsigned long long)done_at, seconds, int(top->error), (unsigned long long)error_at,
-           int(top->idle),
+           first.c_str(), (unsigned long long)o.cycles, seconds, status_json(end).c_str(),
+           (unsigned long long)o.error_at,
            (unsigned long long)s[0].bursts_r, (unsigned long long)s[0].bursts_w,
            (unsigned long long)s[0].beats_r, (unsigned long long)s[0].beats_w,
            (unsigned long long)s[1].bursts_r, (unsigned long long)s[1].bursts_w,

@@ -29,6 +29,12 @@ channels::
   whether or not the slave has taken the AW (a slave may wait for WVALID before AWREADY, or
   for AWVALID before WREADY).
 - BRESP/RRESP other than OKAY raise the sticky ``bus_error`` output.
+- ``slave_wait`` is high in a cycle where the master waits on its slave and nothing moves: a
+  VALID is offered without READY, or read data or a write response is owed (a read burst
+  accepted and not complete while the master is ready for data; a write burst whose AW and
+  last W beat are both taken and whose B has not come), with no handshake on any channel and
+  no R beat held back by the master. Counted against the timeout register it tells a slave
+  that stopped answering from a long transfer (:meth:`tcu_hw.blocks.config_registers.ConfigRegisters.watch`).
 """
 
 from __future__ import annotations
@@ -114,6 +120,7 @@ class AxiMaster:
         b, r: :class:`~tcu_hw.blocks.stream.Stream` sinks.
         idle: output (1), nothing queued, in flight or buffered.
         bus_error: output (1), sticky: a response other than OKAY.
+        slave_wait: output (1), this cycle the master waits on the slave and nothing moves.
 
     ``beats_per_vector`` is a Python int. Latency: a request reaches AR/AW two cycles after
     it is accepted; a read vector's last beat on R reaches ``rdata`` one cycle later; write
@@ -268,6 +275,14 @@ class AxiMaster:
         bus_error = Register(1, f"{name}_axi_bus_error_q")
         bus_error.next <<= bus_error | bad
         self.bus_error = named(bus_error, f"{name}_bus_error")
+        # bursts whose last W beat is sent and whose B has not come (B follows AW and WLAST)
+        wsent = Register(writes_out.bitwidth, f"{name}_axi_wbursts_sent")
+        wsent.next <<= (wsent + (w_fire & wlast) - b_done)[:writes_out.bitwidth]
+        offered = ar.valid | aw.valid | wch.valid
+        owed = ((reads_out != 0) & r.ready) | ((writes_out != 0) & (wsent != 0))
+        moved = ar.fire | aw.fire | wch.fire | r.fire | b.fire
+        self.slave_wait = named((offered | owed) & ~moved & ~(r.valid & ~r.ready),
+                                f"{name}_slave_wait")
         self.idle = named(~rq.deq.valid & ~active & (reads_out == 0) & (writes_out == 0) &
                           ~wfull & ~vectors.deq.valid, f"{name}_idle")
         queued_write = Const(0, 1)

@@ -7,7 +7,10 @@ first word (TCU.md §6); zero bytes pad the last word (they decode as NoOps). A 
     words.data (D bits) ─▶ buffer[count .. count + D/8) ── low I bytes ─▶ instructions (I bytes)
 
 ``words.ready`` is high when the word fits after the instruction that may leave this cycle;
-``tlast`` is not needed. Throughput: one instruction per cycle while the stream keeps up
+``tlast`` is not needed. ``cut`` says the stream stopped inside an instruction: part of one
+is held, not all of its bytes are zero (the padding after a program's last instruction is
+zero bytes, which the gearbox cannot tell from a cut NoOp) and no word is offered; the top
+counts it against the timeout register. Throughput: one instruction per cycle while the stream keeps up
 (a D-bit stream delivers D/8 bytes per cycle).
 """
 
@@ -17,7 +20,7 @@ import pyrtl
 from pyrtl import Const, Register
 
 from ..isa import clog2
-from .stream import SINK, SOURCE, Stream
+from .stream import SINK, SOURCE, Stream, named
 
 
 class InstructionStream:
@@ -33,6 +36,8 @@ class InstructionStream:
             ``tdata``/``tvalid``/``tready``.
         instructions: :class:`~tcu_hw.blocks.stream.Stream` source, ``data`` (8·I): one
             instruction per transfer.
+        cut: output (1), a partial instruction with a non-zero byte is held and
+            ``words.valid`` is low.
 
     Latency: a word accepted at cycle t completes an instruction on ``instructions.valid``
     at t+1 at the earliest.
@@ -60,3 +65,6 @@ class InstructionStream:
         incoming = pyrtl.mux(after, *placements, default=Const(0, 8 * cap))
         buf.next <<= pyrtl.select(take, shifted | incoming, shifted)
         count.next <<= pyrtl.select(take, (after + wb)[:count.bitwidth], after)
+        # bytes above `count` are always zero (words are placed on zeros, shifts fill zeros)
+        partial = (count != 0) & (count < ib) & (buf[:8 * ib] != 0)
+        self.cut = named(partial & ~self.words.valid, f"{name}_cut")

@@ -6,7 +6,10 @@ and reset values are :data:`tcu_hw.isa.CONFIG_REGISTER_SPEC` (the timeout's rese
 
 - ``pc`` counts dispatched instructions; Configure 0xA sets it (and does not also count).
 - ``timeout`` is high while the decoder has held an instruction it could not dispatch for at
-  least ``timeout_cycles`` consecutive cycles.
+  least ``timeout_cycles`` consecutive cycles. :meth:`ConfigRegisters.watch` builds the same
+  watchdog for any other wait (the top watches each DRAM port's slave and the instruction
+  stream with it, so a slave that never answers or a stream cut mid-instruction also raises
+  the top's ``timeout``).
 - ``tracepoint_hit`` is high while ``pc == tracepoint``.
 """
 
@@ -40,7 +43,9 @@ class ConfigRegisters:
         timeout: output (1), the decoder has stalled for ``timeout_cycles`` or more.
         tracepoint_hit: output (1), ``pc == tracepoint``.
 
-    Latency: a write at cycle t shows on the outputs at t+1.
+    Latency: a write at cycle t shows on the outputs at t+1; ``timeout`` (and a
+    :meth:`watch` flag) rises at the ``timeout_cycles``-th consecutive waiting cycle (cycle
+    0 counted as the first) and falls in the first cycle without the wait.
     """
 
     def __init__(self, decoder_timeout: int = 100, name: str = "cfg") -> None:
@@ -64,11 +69,17 @@ class ConfigRegisters:
             label = {ConfigRegister.TIMEOUT: "timeout_cycles",
                      ConfigRegister.PROGRAM_COUNTER: "pc"}.get(reg, reg.label)
             setattr(self, label, named(r, f"{name}_{label}"))
-        limit = regs[ConfigRegister.TIMEOUT]
-        waited = Register(16, f"{name}_waited")
-        full = waited == 0xFFFF
-        waited.next <<= pyrtl.select(self.stalled, pyrtl.select(full, waited, (waited + 1)[:16]),
-                                     Const(0, 16))
-        self.timeout = named(self.stalled & (waited >= limit), f"{name}_timeout")
+        self._name = name
+        self.timeout = self.watch(self.stalled, "timeout")
         self.tracepoint_hit = named(regs[ConfigRegister.PROGRAM_COUNTER] ==
                                     regs[ConfigRegister.TRACEPOINT], f"{name}_tracepoint_hit")
+
+    def watch(self, waiting: WireVector, label: str) -> WireVector:
+        """A flag that is high while ``waiting`` (1) has been high for at least
+        ``timeout_cycles`` consecutive cycles: a 16-bit saturating count of the current run
+        of waiting cycles, cleared in any cycle without it. Named ``<name>_<label>``."""
+        waited = Register(16, f"{self._name}_{label}_waited")
+        full = waited == 0xFFFF
+        waited.next <<= pyrtl.select(waiting, pyrtl.select(full, waited, (waited + 1)[:16]),
+                                     Const(0, 16))
+        return named(waiting & (waited >= self.timeout_cycles), f"{self._name}_{label}")

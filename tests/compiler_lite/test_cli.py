@@ -177,3 +177,20 @@ def test_unsupported_and_empty_models_say_so(tmp_path, capsys):
     (tmp_path / "empty.onnx").write_bytes(b"")
     assert main(["-a", "pynqz1", "-m", str(tmp_path / "empty.onnx")]) == 2
     assert "empty.onnx: empty or not an ONNX model" in capsys.readouterr().err
+
+
+def test_a_dynamic_batch_set_to_one_is_said(tmp_path, capsys):
+    """A model input ``["N", 8]`` compiled without ``-i``: N becomes 1, and the compiler
+    says so (a note on standard error and in the summary); with ``-i`` nothing is said."""
+    m = make_model([helper.make_node("Gemm", ["x", "w"], ["y"], name="fc")], {"x": ("N", 8)},
+                   ["y"], {"w": np.ones((8, 3), np.float32)})
+    path = tmp_path / "dyn.onnx"
+    path.write_bytes(m.SerializeToString())
+    assert main(["-a", "pynqz1", "-m", str(path), "-t", str(tmp_path / "o"), "-s"]) == 0
+    cap = capsys.readouterr()
+    note = "input 'x' dimension 0 ('N') set to 1; give another with -i 'x [d0,d1,...]'"
+    assert f"note: {note}" in cap.err
+    assert note in cap.out                                   # the summary's notes
+    assert main(["-a", "pynqz1", "-m", str(path), "-t", str(tmp_path / "p"), "-i",
+                 "x [2,8]"]) == 0
+    assert "note:" not in capsys.readouterr().err

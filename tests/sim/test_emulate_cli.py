@@ -102,3 +102,35 @@ def test_output_paths_are_checked_before_running(xor_model, tmp_path, capsys):
     err = capsys.readouterr().err
     assert f"--stats {tmp_path}: is a directory" in err
     assert not (tmp_path / "o.csv").exists()
+
+
+def test_an_output_path_the_system_refuses_is_one_error(xor_model, tmp_path, capsys):
+    """The directory exists but cannot hold the file (/proc): one error naming the path,
+    no traceback."""
+    tmodel, inp, _ = xor_model
+    assert main(["-m", str(tmodel), "-i", str(inp), "-o", "/proc/out.csv"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: /proc/out.csv: cannot write it") and err.count("\n") == 1
+
+
+def test_stats_on_a_full_disk_leave_no_file(xor_model, tmp_path, capsys, monkeypatch):
+    """The statistics are written whole or not at all: on a full disk, one error and no
+    partial (or temporary) file."""
+    import errno
+    import pathlib
+    tmodel, inp, _ = xor_model
+    real = pathlib.Path.write_text
+
+    def full(self, data, *args, **kwargs):
+        if self.name.startswith(".s.json"):
+            real(self, data[:10], *args, **kwargs)           # part of it, then the disk fills
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(self, data, *args, **kwargs)
+
+    monkeypatch.setattr(pathlib.Path, "write_text", full)
+    stats = tmp_path / "s.json"
+    assert main(["-m", str(tmodel), "-i", str(inp), "-o", str(tmp_path / "o.csv"),
+                 "--stats", str(stats), "-q"]) == 2
+    err = capsys.readouterr().err
+    assert err == f"error: {stats}: cannot write it: No space left on device\n"
+    assert not stats.exists() and not list(tmp_path.glob(".s.json*"))

@@ -61,3 +61,35 @@ def test_bad_window_is_a_usage_error(xor_model):
     with pytest.raises(SystemExit) as e:
         main(["-m", str(tmodel), "-i", str(inp), "--window", "9:2"])
     assert e.value.code == 2
+
+
+@pytest.mark.parametrize("flag, value", [("--latency", "4294967296"), ("--latency", "-1"),
+                                         ("--cycles-per-vector", "4294967297"),
+                                         ("--outstanding", "100000")])
+def test_dram_timing_out_of_range_is_refused(xor_model, capsys, flag, value):
+    """A setting the models would wrap (32-bit fields) is refused with the allowed range."""
+    from sim.backends import MAX_DRAM_CYCLES
+    from sim.pyrtl_backend import STALL_CYCLES
+    assert MAX_DRAM_CYCLES < STALL_CYCLES            # a slow DRAM is never taken for a hang
+    tmodel, inp, _ = xor_model
+    assert main(["-m", str(tmodel), "-i", str(inp), flag, value]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: DRAM timing: need latency 0..5,000")
+    assert "outstanding 1..256" in err and f"(got {int(value)})" in err
+
+
+@pytest.mark.parametrize("backend", ["emulator", "pyrtl"])
+def test_saturated_inputs_are_counted_as_sim_emulate_counts_them(xor_model, tmp_path, capsys,
+                                                                 backend):
+    from sim.emulate import main as emulate_main
+    tmodel, inp, _ = xor_model
+    values = read_csv(inp, 2)
+    values[0, 0], values[1, 1], values[2, 0] = 1000.0, -1000.0, 127.0   # FP16BP8: ±128
+    big = tmp_path / "big.csv"
+    big.write_text("\n".join(",".join(str(v) for v in row) for row in values) + "\n")
+    assert emulate_main(["-m", str(tmodel), "-i", str(big), "-o", str(tmp_path / "e.csv")]) == 0
+    assert "(inputs 2;" in capsys.readouterr().err
+    assert main(["--backend", backend, "-m", str(tmodel), "-i", str(big),
+                 "-o", str(tmp_path / "r.csv")]) == 0
+    assert "saturations:    inputs 2 (values outside FP16BP8's range, clamped)" in \
+        capsys.readouterr().err

@@ -110,7 +110,8 @@ def test_ports_equal_tensils(board, width, tmp_path):
     assert ports[:len(tensil_ports(width))] == tensil_ports(width)
     extras = ports[len(tensil_ports(width)):]
     assert extras == [("error", "output", 1), ("timeout", "output", 1),
-                      ("tracepoint", "output", 1), ("idle", "output", 1)]
+                      ("tracepoint", "output", 1), ("idle", "output", 1),
+                      ("dram_timeout", "output", 2)]
     assert [(n, d, w) for n, d, w, _ in port_list(preset(board), Options(axi_data_width=width))] \
         == ports
 
