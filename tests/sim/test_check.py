@@ -77,3 +77,26 @@ def test_bad_inputs_and_options_are_refused_before_any_run(capsys, tmp_path):
     with pytest.raises(SystemExit):
         main(["-a", "pynqz1", "-m", model, "--tolerance", "nan"])
     assert "expected a finite number >= 0" in capsys.readouterr().err
+
+
+def test_nan_weights_are_one_error_naming_the_tensor(tmp_path, capsys):
+    """Issue 15: sim.check and compiler_lite on a model whose weights hold a NaN."""
+    import onnx
+    from onnx import helper, numpy_helper
+    from compiler_lite.__main__ import main as compile_main
+    w = np.ones((4, 3), np.float32)
+    w[1, 2] = np.nan
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "nan",
+                              [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 4])],
+                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(w, "w")])
+    path = tmp_path / "nan.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    for run in (lambda: main(["-a", "pynqz1", "-m", str(path), "-t", str(tmp_path / "a")]),
+                lambda: compile_main(["-a", "pynqz1", "-m", str(path), "-t", str(tmp_path / "b")])):
+        assert run() == 2
+        err = capsys.readouterr().err
+        errors = [line for line in err.splitlines() if line.startswith("error: ")]
+        assert len(errors) == 1 and err.splitlines()[-1] == errors[0], err
+        assert "'w'" in err and "NaN" in err and "Traceback" not in err
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
