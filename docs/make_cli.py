@@ -35,6 +35,14 @@ COMMANDS = [
      ["python -m sim.run --backend pyrtl -m build/model.tmodel -i in.csv --check",
       "python -m sim.run --backend pyrtl -m build/model.tmodel -i in.csv --vcd w.vcd "
       "--window 120:160"]),
+    ("sim.cocotb_run", "Verify the generated Verilog with cocotb: run a compiled model on the "
+     "top (yours, or one generated for the model) under Icarus or Verilator with cocotbext-axi's "
+     "AXI RAMs and random back-pressure, checked bit for bit against the emulator "
+     "([cocotb.md](cocotb.md)).",
+     ["python -m sim.cocotb_run -m build/model.tmodel -i in.csv --verilog out/top_pynqz1.v",
+      "python -m sim.cocotb_run -m build/model.tmodel --stall 0.5 --seed 3 --waves "
+      "--work-dir run1",
+      "python -m sim.cocotb_run -m build/model.tmodel --verilog out/top_pynqz1.v --export tb"]),
     ("sim.emulate", "Tensil's emulator command: run a compiled model on the golden emulator.",
      ["python -m sim.emulate -m build/model.tmodel -i in.csv -o out.csv"]),
     ("tcu_hw.asm", "Disassemble a program into assembly text.",

@@ -18,7 +18,8 @@ from tcu_hw import numeric
 from tcu_hw.artifacts import TModel, format_csv, read_csv, read_tdata, read_tmodel, write_csv
 from tcu_hw.errors import ArtifactError
 from tcu_hw.files import check_writable
-from tcu_hw.isa import Instruction, MatMul, read_program
+from tcu_hw.isa import (DataMove, DataMoveKind, Instruction, MatMul, flush_probe,
+                        read_program)
 
 from .emulator import Emulator, Event, Stats
 
@@ -112,6 +113,37 @@ def gather(model: TModel, name: str, read) -> np.ndarray:
     """One output's raw vectors from its DRAM0 runs; ``read(base, count)`` reads DRAM0."""
     parts = [read(e.base, e.size) for e in model.entries(name, outputs=True)]
     return np.concatenate(parts) if parts else np.zeros((0, model.arch.array_size))
+
+
+def dram_image(arch, depth: int, images: Mapping[int, np.ndarray]) -> bytearray:
+    """The bytes of a ``depth``-vector DRAM holding ``images`` ({vector base: raw vectors}),
+    zero elsewhere: what a host copies into DRAM0 or DRAM1 before a run."""
+    data = bytearray(depth * arch.vector_bytes)
+    for base, raw in dict(images).items():
+        blob = numeric.encode_vectors(np.asarray(raw).reshape(-1, arch.array_size), arch.dtype)
+        start = base * arch.vector_bytes
+        if start + len(blob) > len(data):
+            raise ArtifactError(f"{len(blob) // arch.vector_bytes} vectors at {base} do not fit "
+                                f"a DRAM of {depth} vectors")
+        data[start:start + len(blob)] = blob
+    return data
+
+
+def host_program(model: TModel, head=(), probe: bool = True) -> list[Instruction]:
+    """The instructions a host streams for one run of ``model`` (TCU.md §7): ``head`` (e.g.
+    Configure of the DRAM offsets), for ``load_consts_to_local`` models the DataMoves that copy
+    every constants entry from DRAM1 to the same addresses in local memory (split to the
+    size field's range), the program, and with ``probe`` the flush probe."""
+    program = list(head)
+    if model.consts_to_local:
+        limit = 1 << model.arch.layout.op2_addr_bits
+        for c in model.consts:
+            for start in range(0, c.size, limit):
+                count = min(limit, c.size - start)
+                program.append(DataMove(DataMoveKind.DRAM1_TO_LOCAL, c.base + start, 0,
+                                        c.base + start, 0, count - 1))
+    program += load_program(model)
+    return program + (flush_probe(model.arch) if probe else [])
 
 
 @dataclass

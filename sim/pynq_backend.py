@@ -26,10 +26,9 @@ import numpy as np
 from tcu_hw import numeric
 from tcu_hw.arch import Architecture
 from tcu_hw.errors import TcuError
-from tcu_hw.isa import (DRAM_OFFSET_SHIFT, ConfigRegister, Configure, DataMove, DataMoveKind,
-                        flush_probe)
+from tcu_hw.isa import DRAM_OFFSET_SHIFT, ConfigRegister, Configure
 
-from .model import consts_images, gather, load_program, place, probe_pattern
+from .model import consts_images, gather, host_program, place, probe_pattern
 
 ALIGN = 1 << DRAM_OFFSET_SHIFT      # a DRAM offset register counts 64 KiB units
 
@@ -120,14 +119,7 @@ class PynqBackend:
         head = [Configure(ConfigRegister.DRAM0_OFFSET, self.dram0.address >> DRAM_OFFSET_SHIFT),
                 Configure(ConfigRegister.DRAM1_OFFSET, self.dram1.address >> DRAM_OFFSET_SHIFT),
                 Configure(ConfigRegister.TIMEOUT, self.timeout)]
-        if model.consts_to_local:
-            limit = 1 << lay.op2_addr_bits
-            for base, raw in images:
-                for start in range(0, len(raw), limit):
-                    count = min(limit, len(raw) - start)
-                    head.append(DataMove(DataMoveKind.DRAM1_TO_LOCAL, base + start, 0,
-                                         base + start, 0, count - 1))
-        data = lay.encode_program(head + list(load_program(model)) + flush_probe(self.arch))
+        data = lay.encode_program(host_program(model, head))
         data += bytes((-len(data)) % self.stream_bytes)
         self.stream = self.pynq.allocate(shape=(len(data),), dtype=np.uint8)
         self.stream[:] = np.frombuffer(data, np.uint8)

@@ -26,7 +26,7 @@ from tcu_hw.top import describe_status, status_outputs
 from tcu_hw.verilog import build_top
 
 from .axi_model import AxiFault, AxiSlaveModel
-from .model import probe_pattern
+from .model import dram_image, probe_pattern
 from .pyrtl_backend import STALL_CYCLES, SimulationHang
 from .pyrtl_sim import ArraySimulation
 
@@ -66,10 +66,7 @@ class PyrtlTop:
             s = AxiSlaveModel(depth * vb, dw, latency=latency, stall=stall, seed=seed + k,
                               name=f"dram{k}",
                               fault=fault if fault is not None and fault.port == k else None)
-            for base, raw in dict(images).items():
-                blob = numeric.encode_vectors(np.asarray(raw).reshape(-1, arch.array_size),
-                                              arch.dtype)
-                s.mem[base * vb:base * vb + len(blob)] = blob
+            s.mem[:] = dram_image(arch, depth, images)
             self.drams.append(s)
         src, dst = (arch.dram0_depth - 1) * vb, (arch.dram0_depth - 2) * vb
         pattern = probe_pattern(arch)

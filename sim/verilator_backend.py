@@ -38,7 +38,7 @@ from tcu_hw.top import describe_status
 from tcu_hw.verilog import verilog, waiver
 
 from .axi_model import FAULT_KINDS, AxiFault
-from .model import probe_pattern
+from .model import dram_image, probe_pattern
 from .pyrtl_backend import STALL_CYCLES
 
 TB = Path(__file__).with_name("verilator") / "tb_top.cpp"
@@ -135,15 +135,6 @@ class VerilatorTop:
             os.replace(tmp, self.build_dir)
 
     # ------------------------------------------------------------------------ running
-    def _image(self, depth: int, images: Mapping[int, np.ndarray]) -> bytearray:
-        data = bytearray(depth * self.vector_bytes)
-        for base, raw in dict(images).items():
-            raw = np.asarray(raw, dtype=np.int64).reshape(-1, self.arch.array_size)
-            blob = numeric.encode_vectors(raw, self.arch.dtype)
-            start = base * self.vector_bytes
-            data[start:start + len(blob)] = blob
-        return data
-
     def run(self, program: Sequence[Instruction] | bytes, dram0: Mapping[int, np.ndarray] = (),
             dram1: Mapping[int, np.ndarray] = (), timing: AxiTiming = AxiTiming(),
             max_cycles: int | None = None, stall_cycles: int = STALL_CYCLES,
@@ -170,8 +161,8 @@ class VerilatorTop:
         with tempfile.TemporaryDirectory(prefix="tcu_vl_") as d:
             d = Path(d)
             (d / "prog.bin").write_bytes(data)
-            (d / "dram0.bin").write_bytes(self._image(arch.dram0_depth, dram0))
-            (d / "dram1.bin").write_bytes(self._image(arch.dram1_depth, dram1))
+            (d / "dram0.bin").write_bytes(dram_image(arch, arch.dram0_depth, dram0))
+            (d / "dram1.bin").write_bytes(dram_image(arch, arch.dram1_depth, dram1))
             cfg = {"program": d / "prog.bin", "dram0_in": d / "dram0.bin",
                    "dram1_in": d / "dram1.bin", "dram0_out": d / "out0.bin",
                    "dram1_out": d / "out1.bin", "beat_bytes": self.beat_bytes,
@@ -222,24 +213,14 @@ class VerilatorTop:
 
         Constants go to DRAM1; for ``load_consts_to_local`` models the run starts with
         DataMoves that copy them to local memory, as a driver would."""
-        from tcu_hw.isa import DataMove, DataMoveKind
-        from .model import consts_images, gather, load_model, load_program, place
+        from .model import consts_images, gather, host_program, load_model, place
         model = load_model(model)
         dram0 = {}
         for name in model.input_names:
             dram0.update(dict(place(model, name, np.asarray(inputs[name]))))
         images = dict(consts_images(model))
-        program = list(load_program(model))
-        if model.consts_to_local:
-            limit = 1 << self.arch.layout.op2_addr_bits
-            preload = []
-            for base, raw in images.items():
-                for start in range(0, len(raw), limit):
-                    count = min(limit, len(raw) - start)
-                    preload.append(DataMove(DataMoveKind.DRAM1_TO_LOCAL, base + start, 0,
-                                            base + start, 0, count - 1))
-            program = preload + program
-        result = self.run(program, dram0=dram0, dram1=images, timing=timing)
+        result = self.run(host_program(model, probe=False), dram0=dram0, dram1=images,
+                          timing=timing)
         outputs = {name: gather(model, name, self.read_dram0) for name in model.output_names}
         return outputs, result
 

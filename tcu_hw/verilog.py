@@ -9,7 +9,11 @@ architecture and options always give the same bytes.
 Memories are separate modules in the same file (``top_<arch>_ram_tdp`` for local memory,
 ``top_<arch>_ram_sdp`` once per read port of the accumulators): block-RAM templates of
 exactly the architecture's depth with registered read data, tagged
-``(* ram_style = "block" | "ultra" | "registers" *)`` by ``--mem-impl``.
+``(* ram_style = "block" | "ultra" | "registers" *)`` by ``--mem-impl``, and ``no_rw_check``:
+the core never reads a word in the cycle another port writes it (:mod:`tcu_hw.blocks.ram`),
+so no flow needs collision logic between ports. With it Yosys maps the true dual-port local
+memory to DP16KD on ECP5 (``synth_ecp5``) as well as to RAMB36/RAMB18 on Xilinx; Vivado
+ignores the attribute.
 """
 
 from __future__ import annotations
@@ -56,7 +60,7 @@ module {module}_ram_tdp #(parameter WIDTH = 8, parameter ADDR = 4, parameter DEP
     input [ADDR-1:0] b_addr, input b_write, input [WIDTH-1:0] b_wdata,
     output reg [WIDTH-1:0] b_rdata
 );
-    (* ram_style = "{style}" *) reg [WIDTH-1:0] mem [0:DEPTH-1];
+    (* ram_style = "{style}", no_rw_check *) reg [WIDTH-1:0] mem [0:DEPTH-1];
     always @(posedge clk) begin
         if (a_write) mem[a_addr] <= a_wdata;
         a_rdata <= mem[a_addr];
@@ -73,7 +77,7 @@ module {module}_ram_sdp #(parameter WIDTH = 8, parameter ADDR = 4, parameter DEP
     input [ADDR-1:0] waddr, input write, input [WIDTH-1:0] wdata,
     input [ADDR-1:0] raddr, output reg [WIDTH-1:0] rdata
 );
-    (* ram_style = "{style}" *) reg [WIDTH-1:0] mem [0:DEPTH-1];
+    (* ram_style = "{style}", no_rw_check *) reg [WIDTH-1:0] mem [0:DEPTH-1];
     always @(posedge clk) begin
         if (write) mem[waddr] <= wdata;
         rdata <= mem[raddr];

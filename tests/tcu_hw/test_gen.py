@@ -145,8 +145,8 @@ def test_icarus_compiles(board, width, tmp_path):
 
 
 def test_memory_implementation_hints():
-    assert '(* ram_style = "block" *)' in generated("cmoda7", 64)
-    assert '(* ram_style = "ultra" *)' in generated("cmoda7", 64, mem_impl="uram")
+    assert '(* ram_style = "block", no_rw_check *)' in generated("cmoda7", 64)
+    assert '(* ram_style = "ultra", no_rw_check *)' in generated("cmoda7", 64, mem_impl="uram")
     text = generated("pynqz1", 64)
     assert re.search(r"_ram_tdp #\(\.WIDTH\(128\), \.ADDR\(13\), \.DEPTH\(8192\)\) local_ram", text)
     assert text.count("_ram_sdp #(.WIDTH(128), .ADDR(11), .DEPTH(2048))") == 2

