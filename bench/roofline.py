@@ -25,8 +25,8 @@ ultra96v2. For every layer of the compiled program it prints
   waiting for a DRAM load to write its word (``chain``), DRAM, the decoder; ``wwait`` the
   compute unit waiting only for weight pushes.
 
-``--plot`` draws the same split as stacked bars (needs matplotlib: ``pip install
-matplotlib``). Not a test.
+``--plot`` draws the same split as stacked bars above the sampler's timeline
+(:mod:`sim.profile`; needs matplotlib: ``pip install matplotlib``). Not a test.
 """
 
 from __future__ import annotations
@@ -44,53 +44,8 @@ SHARED = ROOT.parent / "shared"
 sys.path.insert(0, str(ROOT))
 
 from compiler_lite.compile import compile_model  # noqa: E402
-from compiler_lite.summary import DRAM_KINDS, figures  # noqa: E402
-from tcu_hw.isa import SIMD, DataMove, LoadWeights, MatMul  # noqa: E402
-
-
-def vector_split(program) -> dict:
-    """Vectors (or instructions, for SIMD) of each kind of work in ``program``."""
-    d = dict(matmul=0, weights=0, moves=0, simd=0, dram=0)
-    for ins in program:
-        if isinstance(ins, MatMul):
-            d["matmul"] += ins.size + 1
-        elif isinstance(ins, LoadWeights):
-            d["weights"] += ins.size + 1
-        elif isinstance(ins, DataMove):
-            d["dram" if ins.kind in DRAM_KINDS else "moves"] += ins.size + 1
-        elif isinstance(ins, SIMD):
-            d["simd"] += 1
-    return d
-
-
-def run_marked(c, feeds, latency: int):
-    """Run the compiled model ``c`` on the PyRTL core with a mark at every layer's first
-    instruction: (result, [instruction bounds])."""
-    from sim.pyrtl_backend import DramTiming, run_compiled
-    bounds = np.cumsum([0] + [s.instructions for s in c.layers]).tolist()
-    _, res = run_compiled(c, feeds, DramTiming(latency=latency), marks=bounds)
-    return res, bounds
-
-
-def report(c, res, bounds) -> list[dict]:
-    n = c.arch.array_size
-    beat = max(1, -(-n * c.arch.dtype.bytes_per_scalar * 8 // 128))
-    rows = []
-    marks = list(res.marks)
-    marks[-1] = dict(res.counters)          # the last layer runs to the end of the program
-    for i, st in enumerate(c.layers):
-        d = vector_split(c.program[bounds[i]:bounds[i + 1]])
-        a, b = marks[i], marks[i + 1]
-        delta = {k: b[k] - a[k] for k in a}
-        rows.append({"layer": st.name, "macs": st.macs, "floor": st.macs / n ** 2, **d,
-                     "beats128": d["dram"] * beat, "est": st.cycles,
-                     "cycles": delta["cycles"],
-                     "idle": delta["cycles"] - delta["compute_issue"],
-                     "hazard": delta["hazard_stall"], "chain": delta["chain_stall"],
-                     "wwait": delta["weight_wait"],
-                     "dram_stall": delta["dram_stall"],
-                     "decoder": delta["decoder_stall"]})
-    return rows
+from compiler_lite.summary import figures  # noqa: E402
+from sim.profile import layer_rows, plot_profile, profile  # noqa: E402
 
 
 def print_table(rows, total: int, macs: int, n: int) -> None:
@@ -109,34 +64,6 @@ def print_table(rows, total: int, macs: int, n: int) -> None:
           f"chained reads waiting {sums['chain']:,}, waiting for weight pushes "
           f"{sums['wwait']:,}, DRAM {sums['dram_stall']:,}, decoder {sums['decoder']:,}). "
           f"The {sums['weights']:,} weight vectors are pushed beside the issue slot.")
-
-
-def plot(rows, path: str, title: str) -> None:
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise SystemExit("error: --plot needs matplotlib: pip install matplotlib") from None
-    names = [r["layer"] for r in rows]
-    parts = [("MAC floor", [r["floor"] for r in rows]),
-             ("padding", [max(0.0, r["matmul"] - r["floor"]) for r in rows]),
-             ("acc↔local moves", [r["moves"] for r in rows]),
-             ("SIMD", [r["simd"] for r in rows]),
-             ("idle", [max(0, r["idle"]) for r in rows])]
-    fig, ax = plt.subplots(figsize=(max(8, 0.3 * len(rows)), 5))
-    bottom = np.zeros(len(rows))
-    for label, values in parts:
-        ax.bar(range(len(rows)), values, bottom=bottom, label=label)
-        bottom += np.asarray(values, dtype=float)
-    ax.plot(range(len(rows)), [r["cycles"] for r in rows], "k.", label="measured")
-    ax.set_xticks(range(len(rows)), names, rotation=90, fontsize=6)
-    ax.set_ylabel("cycles")
-    ax.set_title(title)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path)
-    print(f"plot: {path}")
 
 
 def main() -> None:
@@ -159,12 +86,16 @@ def main() -> None:
     rng = np.random.default_rng(0)
     feeds = {i.name: rng.standard_normal(i.shape) * 0.25 for i in c.inputs}
     t = time.perf_counter()
-    res, bounds = run_marked(c, feeds, args.latency)
+    prof = profile(c, feeds, args.latency, sample=bool(args.plot))
+    res = prof.result
     print(f"ran on the PyRTL core in {time.perf_counter() - t:.1f} s\n", flush=True)
-    rows = report(c, res, bounds)
+    rows = layer_rows(c, prof)
     print_table(rows, res.cycles, figures(c)["macs"], c.arch.array_size)
     if args.plot:
-        plot(rows, args.plot, f"{Path(args.model).stem} on {args.arch}: {res.cycles:,} cycles")
+        plot_profile(args.plot, f"{Path(args.model).stem} on {args.arch}: {res.cycles:,} "
+                     f"cycles", rows, prof.samples, prof.interval, prof.layer_starts,
+                     prof.first_sample)
+        print(f"plot: {args.plot}")
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
 

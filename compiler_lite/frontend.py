@@ -95,7 +95,8 @@ class Graph:
 # --------------------------------------------------------------------------- input shapes
 
 def parse_input_shapes(text: str | Sequence[str] | None) -> dict[str, tuple[int, ...]]:
-    """``-i "name [d0,d1,…]"`` (several separated by ``;``, or a list) → {name: dims}."""
+    """``--input-shapes "name [d0,d1,…]"`` (several separated by ``;``, or a list) →
+    {name: dims}."""
     if not text:
         return {}
     items = [text] if isinstance(text, str) else list(text)
@@ -190,8 +191,9 @@ def _set_input_shapes(model, given: Mapping[str, tuple], source: str
     names = [i.name for i in real]
     unknown = [k for k in given if k not in names]
     if unknown:
-        raise CompileError(f"{source}: -i names {', '.join(map(repr, unknown))}, which "
-                           f"{'is' if len(unknown) == 1 else 'are'} not a model input; inputs: "
+        raise CompileError(f"{source}: --input-shapes names {', '.join(map(repr, unknown))}, "
+                           f"which {'is' if len(unknown) == 1 else 'are'} not a model input; "
+                           f"inputs: "
                            + ", ".join(names))
     assumed = []
     for vi in real:
@@ -200,13 +202,13 @@ def _set_input_shapes(model, given: Mapping[str, tuple], source: str
         want = given.get(vi.name)
         if want is not None:
             if len(want) != len(dims):
-                raise CompileError(f"{source}: -i gives input '{vi.name}' {len(want)} "
-                                   f"dimensions, the model has {len(dims)}")
+                raise CompileError(f"{source}: --input-shapes gives input '{vi.name}' "
+                                   f"{len(want)} dimensions, the model has {len(dims)}")
             for k, (d, w) in enumerate(zip(dims, want)):
                 if k > 0 and d.HasField("dim_value") and d.dim_value not in (0, w):
                     raise CompileError(
-                        f"{source}: -i gives input '{vi.name}' dimension {k} = {w}, the "
-                        f"model fixes it to {d.dim_value}")
+                        f"{source}: --input-shapes gives input '{vi.name}' dimension {k} = "
+                        f"{w}, the model fixes it to {d.dim_value}")
         for k, d in enumerate(dims):
             if want is not None:
                 value = want[k]
@@ -216,11 +218,12 @@ def _set_input_shapes(model, given: Mapping[str, tuple], source: str
                 value = 1
                 was = repr(d.dim_param) if d.dim_param else "unknown"
                 assumed.append(f"input '{vi.name}' dimension 0 ({was}) set to 1; give another "
-                               f"with -i '{vi.name} [d0,d1,...]'")
+                               f"with --input-shapes '{vi.name} [d0,d1,...]'")
             else:
                 raise CompileError(
                     f"{source}: input '{vi.name}' dimension {k} is dynamic "
-                    f"({d.dim_param or '?'}); give the shape with -i '{vi.name} [d0,d1,...]'")
+                    f"({d.dim_param or '?'}); give the shape with --input-shapes "
+                    f"'{vi.name} [d0,d1,...]'")
             d.Clear()
             d.dim_value = value
     return names, assumed

@@ -117,7 +117,7 @@ def onnxruntime_outputs(model, feeds: Mapping[str, np.ndarray],
         import onnxruntime as ort
     except ImportError:
         raise CompileError("the float reference needs onnxruntime: pip install onnxruntime "
-                           "(it is in the test extra: pip install -e \".[test]\")") from None
+                           "(or the check extra: pip install -e \".[check]\")") from None
     import onnx
     m = (onnx.load(str(model)) if isinstance(model, (str, Path))
          else onnx.ModelProto.FromString(model.SerializeToString()))

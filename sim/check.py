@@ -1,7 +1,7 @@
 """``python -m sim.check``: one command from an ONNX model to a verified result.
 
     python -m sim.check -a ARCH -m MODEL.onnx [--backend emulator|pyrtl|verilator]
-                        [--inputs in.npz] [-o OUT[,OUT]] [-i "NAME [d0,...]"] [-t DIR]
+                        [-i in.npz] [-o OUT[,OUT]] [--input-shapes "NAME [d0,...]"] [-t DIR]
 
 Compiles the model (``compiler_lite``), runs it in float on onnxruntime, on the golden
 emulator and on the chosen hardware backend (through :class:`sim.driver.Driver`), and prints
@@ -22,31 +22,40 @@ from pathlib import Path
 
 import numpy as np
 
-from tcu_hw.arch import PRESETS
-from tcu_hw.cli import pc_around, pc_window
+from compiler_lite.plan import STRATEGIES
+from tcu_hw.cli import (add_arch, add_axi_width, add_input_shapes, add_inputs, add_model,
+                        add_quiet, add_target_dir, pc_around, pc_window, plain)
 from tcu_hw.errors import ArtifactError, run_cli
 from tcu_hw.files import check_writable
+from tcu_hw.progress import Progress
+
+from .backends import SIMULATED
 
 RULE = "-" * 78
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m sim.check",
-                                description=__doc__.splitlines()[0].strip('`: '))
-    p.add_argument("-a", "--arch", required=True, metavar="ARCH",
-                   help=f"a .tarch file or a preset ({', '.join(PRESETS)})")
-    p.add_argument("-m", "--model", required=True, metavar="MODEL.onnx")
-    p.add_argument("--backend", choices=("emulator", "pyrtl", "verilator"), default="pyrtl")
-    p.add_argument("--inputs", metavar="IN.npz",
-                   help="inputs keyed by name, in the model's layout (default: random)")
+                                description=plain(__doc__.splitlines()[0]))
+    add_arch(p)
+    add_model(p, ".onnx", "the ONNX model")
+    p.add_argument("--backend", choices=SIMULATED, default="pyrtl",
+                   help="hardware to check against the emulator (default pyrtl: the "
+                        "cycle-accurate PyRTL core; verilator: the generated Verilog top)")
+    add_inputs(p, "IN.npz", "inputs keyed by name, in the model's layout (default: seeded "
+               "random values)")
     p.add_argument("-o", "--output", metavar="OUTPUT[,OUTPUT]",
                    help="tensors to compute (default: the graph outputs)")
-    p.add_argument("-i", "--input-shapes", action="append", metavar='"NAME [d0,d1,...]"')
-    p.add_argument("--strategy", default="local-vars")
-    p.add_argument("-t", "--target", metavar="DIR",
-                   help="keep the compiled artifacts here (default: a temporary directory)")
+    add_input_shapes(p)
+    p.add_argument("--strategy", choices=STRATEGIES, default="local-vars",
+                   help="the compiler's memory strategy (default local-vars)")
+    add_target_dir(p, "keep the compiled artifacts here (default: a temporary directory)",
+                   aliases=("--target",))
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
-    p.add_argument("--latency", type=int, default=20, help="DRAM read latency (cycles)")
+    p.add_argument("--latency", type=int, default=20, metavar="CYCLES",
+                   help="DRAM read latency (default 20)")
+    add_axi_width(p, "AXI data width of the verilator backend (default: 128, 64 or 32, the "
+                  "widest that divides a vector)")
     p.add_argument("--tolerance", type=_tolerance,
                    help="also fail when an output differs from float by more than this")
     p.add_argument("--vcd", metavar="WAVES.vcd",
@@ -56,6 +65,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="program-counter window of the waveform (default: whole program)")
     p.add_argument("--around", type=pc_around, metavar="PC[:RADIUS]",
                    help="waveform window around one instruction")
+    p.add_argument("--plot", metavar="FILE.png|svg",
+                   help="profile one run on the PyRTL core and draw its cycles per layer and "
+                        "the sampler's timeline of the units (needs matplotlib)")
+    add_quiet(p, "no progress on standard error")
     return p
 
 
@@ -70,29 +83,39 @@ def _tolerance(text: str) -> float:
 
 
 def check(args: argparse.Namespace, out=None) -> int:
-    from compiler_lite.compile import compile_model
-    from compiler_lite.frontend import parse_input_shapes
-    from compiler_lite.golden import onnxruntime_outputs, read_inputs
-    from compiler_lite.summary import figures, mac_utilization
-
     from .backends import waveform_window
-    from .driver import Driver
     out = out or sys.stdout
     window = waveform_window(args.window, args.around)
     if (args.vcd or window) and args.backend != "pyrtl":
         raise ArtifactError("--vcd, --window and --around need --backend pyrtl")
     if window and not args.vcd:
         raise ArtifactError("--window and --around choose the cycles of a waveform: add --vcd")
-    if args.vcd:
-        check_writable(args.vcd, "--vcd", ArtifactError)
+    for path, flag in ((args.vcd, "--vcd"), (args.plot, "--plot")):
+        if path:
+            check_writable(path, flag, ArtifactError)
+    if args.plot and Path(args.plot).suffix.lower() not in (".png", ".svg", ".pdf"):
+        raise ArtifactError(f"--plot {args.plot}: give a .png, .svg or .pdf file")
+    with Progress(args.quiet).stages() as say:
+        return _check(args, out, window, say)
+
+
+def _check(args: argparse.Namespace, out, window, say) -> int:
+    from compiler_lite.compile import compile_model
+    from compiler_lite.frontend import parse_input_shapes
+    from compiler_lite.golden import onnxruntime_outputs, read_inputs
+    from compiler_lite.summary import figures, mac_utilization
+
+    from .driver import Driver
     t0 = time.perf_counter()
     outputs = [o.strip() for o in args.output.split(",") if o.strip()] if args.output else None
+    say("compiling")
     c = compile_model(args.model, args.arch, outputs=outputs,
                       input_shapes=parse_input_shapes(args.input_shapes),
-                      strategy=args.strategy)
+                      strategy=args.strategy, progress=say)
     t_compile = time.perf_counter() - t0
     tmp = None
-    target = Path(args.target) if args.target else Path(tmp := tempfile.mkdtemp(prefix="check_"))
+    target = Path(args.target_dir) if args.target_dir else \
+        Path(tmp := tempfile.mkdtemp(prefix="check_"))
     try:
         c.write(target)
         tmodel = target / f"{c.name}.tmodel"
@@ -105,17 +128,29 @@ def check(args: argparse.Namespace, out=None) -> int:
         names = [t.name for t in c.outputs]
         emu = Driver(c.arch, "emulator")
         emu.load_model(tmodel)
+        say("running the golden emulator")
         t = time.perf_counter()
         golden = emu.run(feeds)          # checks the inputs' names and shapes first
         t_emu = time.perf_counter() - t
+        say("running onnxruntime")
         ref = onnxruntime_outputs(args.model, feeds, names)
         hw = None
         if args.backend != "emulator":
-            drv = Driver(c.arch, args.backend, latency=args.latency)
+            say(f"building the {args.backend} simulation")
+            drv = Driver(c.arch, args.backend, latency=args.latency,
+                         axi_width=args.axi_data_width)
             drv.load_model(tmodel)
+            say(f"running on {args.backend}")
             t = time.perf_counter()
             hw = drv.run(feeds, vcd=args.vcd, window=window)
             t_hw = time.perf_counter() - t
+        prof = None
+        if args.plot:
+            from .profile import profile
+            say("profiling on the PyRTL core (with the sampler)")
+            one = {t.name: np.asarray(feeds[t.name])[:t.shape[0]] for t in c.inputs}
+            prof = profile(c, one, args.latency)
+        say("comparing")
     finally:
         if tmp:
             import shutil
@@ -149,6 +184,14 @@ def check(args: argparse.Namespace, out=None) -> int:
         if args.vcd:
             lines.append(f"waveform: {args.vcd}; open with gtkwave "
                          f"{hw.stats[0]['vcd']['gtkw']}")
+    if prof is not None:
+        from .profile import layer_rows, plot_profile
+        rows = layer_rows(c, prof)
+        plot_profile(args.plot, f"{c.name} on {c.arch.array_size}x{c.arch.array_size}, "
+                     f"{prof.result.cycles:,} cycles", rows, prof.samples, prof.interval,
+                     prof.layer_starts, prof.first_sample)
+        lines.append(f"plot: {args.plot} ({len(rows)} layers, {len(prof.samples):,} samples "
+                     f"every {prof.interval} cycles)")
     sats = sum(sum(s.get("saturations", {}).values()) for s in golden.stats)
     if golden.input_saturations or sats:
         lines.append(f"saturated: {golden.input_saturations} input value(s), {sats} result(s)")

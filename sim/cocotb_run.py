@@ -45,8 +45,10 @@ import numpy as np
 
 from tcu_hw.arch import Architecture, Options
 from tcu_hw.artifacts import TModel, tmodel_from_dict
+from tcu_hw.cli import add_axi_width, add_inputs, add_model, add_quiet, plain
 from tcu_hw.errors import ArtifactError, TcuError, run_cli
-from tcu_hw.files import check_writable, read_bytes
+from tcu_hw.files import check_writable, read_bytes, write_atomic
+from tcu_hw.progress import Progress
 from tcu_hw.isa import DRAM_OFFSET_SHIFT
 from tcu_hw.top import port_list
 from tcu_hw.verilog import verilog as verilog_text
@@ -489,17 +491,15 @@ def export_run(model, work_dir, inputs: Mapping[str, object] | None = None, *,
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m sim.cocotb_run",
-                                description=__doc__.splitlines()[0])
-    p.add_argument("-m", "--model", required=True, metavar="MODEL.tmodel")
-    p.add_argument("-i", "--inputs", metavar="IN.csv[,IN2.csv]",
-                   help="one CSV per model input, in the manifest's input order (default: "
-                        "seeded random inputs)")
+                                description=plain(__doc__.splitlines()[0]))
+    add_model(p, ".tmodel", "the compiled model's manifest")
+    add_inputs(p, "IN.csv[,IN2.csv]", "one CSV per model input, in the manifest's input "
+               "order (default: seeded random inputs)")
     p.add_argument("--verilog", metavar="top_ARCH.v",
                    help="your generated top, with its manifest top_ARCH.json beside it "
                         "(default: generate the top for the model's architecture)")
-    p.add_argument("-d", "--axi-data-width", type=int, metavar="AXI_WIDTH",
-                   help="AXI data width of the generated top (default: 128, 64 or 32, the "
-                        "widest that carries a vector in whole beats)")
+    add_axi_width(p, "AXI data width of the generated top (default: 128, 64 or 32, the "
+                  "widest that carries a vector in whole beats)")
     p.add_argument("--sim", choices=SIMULATORS, default="icarus",
                    help="the simulator (default icarus)")
     p.add_argument("--stall", type=float, default=0.2, metavar="P",
@@ -524,6 +524,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "Makefile into DIR (then make -C DIR)")
     p.add_argument("-v", "--verbose", action="store_true",
                    help="show the build and simulator output")
+    add_quiet(p, "no progress on standard error")
     return p
 
 
@@ -544,18 +545,19 @@ def run(args: argparse.Namespace) -> int:
         print(f"wrote {makefile.parent}: run make -C {args.export} [SIM=icarus|verilator]; "
               f"the verdict goes to result.json and results.xml")
         return 0
-    result = run_cocotb(model, inputs, raw=True, simulator=args.sim, verilog=args.verilog,
-                        axi_width=args.axi_data_width, stall=args.stall,
-                        feed_stall=args.feed_stall, seed=args.seed,
-                        stall_cycles=args.stall_cycles, max_cycles=args.max_cycles,
-                        waves=args.waves, build_dir=args.build_dir, work_dir=args.work_dir,
-                        verbose=args.verbose)
+    with Progress(args.quiet).step(f"building and running {model.name} under {args.sim}"):
+        result = run_cocotb(model, inputs, raw=True, simulator=args.sim, verilog=args.verilog,
+                            axi_width=args.axi_data_width, stall=args.stall,
+                            feed_stall=args.feed_stall, seed=args.seed,
+                            stall_cycles=args.stall_cycles, max_cycles=args.max_cycles,
+                            waves=args.waves, build_dir=args.build_dir,
+                            work_dir=args.work_dir, verbose=args.verbose)
     s = result.stats
     if args.stats:
-        Path(args.stats).write_text(json.dumps({"model": model.name, "simulator": args.sim,
-                                                "passed": result.passed,
-                                                "failures": result.failures, **s},
-                                               indent=2, default=int) + "\n")
+        write_atomic(args.stats, json.dumps({"model": model.name, "simulator": args.sim,
+                                             "passed": result.passed,
+                                             "failures": result.failures, **s},
+                                            indent=2, default=int) + "\n", ArtifactError)
     err = sys.stderr
     print(f"COCOTB RUN ({args.sim})", file=err)
     print(f"  model:          {model.name}", file=err)

@@ -23,6 +23,7 @@ import numpy as np
 
 from tcu_hw import numeric
 from tcu_hw.artifacts import read_csv
+from tcu_hw.cli import add_inputs, add_model, add_quiet
 from tcu_hw.errors import ArtifactError, run_cli
 from tcu_hw.files import check_writable, write_atomic
 
@@ -35,10 +36,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m sim.emulate",
         description="Run a compiled TCU model (.tmodel) on the bit-accurate golden emulator.")
-    p.add_argument("-m", "--model", required=True, metavar="MODEL.tmodel",
-                   help="model manifest; its .tprog and .tdata are found next to it")
-    p.add_argument("-i", "--inputs", required=True, metavar="IN.csv[,IN2.csv]",
-                   help="one CSV per model input, in the manifest's input order")
+    add_model(p, ".tmodel", "model manifest; its .tprog and .tdata are found next to it")
+    add_inputs(p, "IN.csv[,IN2.csv]", "one CSV per model input, in the manifest's input "
+               "order", required=True)
     p.add_argument("-o", "--outputs", metavar="OUT.csv[,OUT2.csv]",
                    help="one CSV per model output (default: print to standard output)")
     p.add_argument("-c", "--compare", metavar="EXPECTED.csv[,...]",
@@ -52,7 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stats", metavar="STATS.json", help="write run statistics as JSON")
     p.add_argument("--strict", action="store_true",
                    help="stop at the first error condition (reserved kind, bad address, ...)")
-    p.add_argument("-q", "--quiet", action="store_true", help="no summary on standard error")
+    add_quiet(p, "no summary on standard error")
     return p
 
 

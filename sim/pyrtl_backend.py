@@ -181,6 +181,8 @@ class PyrtlCore:
                 out <<= wire
         self.sim = ArraySimulation(block=self.block, opt=opt)
         self._fresh = True
+        #: called as ``on_progress(dispatched, instructions)`` between chunks of a run
+        self.on_progress = None
 
     # ----------------------------------------------------------------------- memories
     def _write_vectors(self, mem: str, base: int, raw) -> None:
@@ -304,8 +306,11 @@ class PyrtlCore:
             chunk = min(chunk * 2, 1 << 16)
 
     def _check(self, ran: int, out: dict) -> None:
-        """Raise :class:`SimulationHang` when the run is hung (see :meth:`run`)."""
+        """Raise :class:`SimulationHang` when the run is hung (see :meth:`run`); tell
+        :attr:`on_progress` how many instructions have been dispatched."""
         max_cycles, stall, count = self._limits
+        if self.on_progress is not None:
+            self.on_progress(int(out["count_dispatched"]), count)
         where = (f"pc {out['pc']}, {out['count_dispatched']:,} of {count:,} instructions "
                  f"dispatched")
         if out["quiet"] >= stall:
@@ -382,9 +387,10 @@ class PyrtlCore:
         return out
 
     def run_model(self, model, inputs: Mapping[str, np.ndarray], timing: DramTiming = DramTiming(),
-                  consts_to_local: bool | None = None, window: tuple[int, int] | None = None
-                  ) -> tuple[dict, RunResult]:
-        """Run a `.tmodel` with raw inputs ({name: (vectors, n)}); returns (outputs, result)."""
+                  consts_to_local: bool | None = None, window: tuple[int, int] | None = None,
+                  head: Sequence[Instruction] = ()) -> tuple[dict, RunResult]:
+        """Run a `.tmodel` with raw inputs ({name: (vectors, n)}), ``head`` before its
+        program; returns (outputs, result)."""
         from .model import consts_images, gather, load_model, load_program, place
         model = load_model(model)
         local = model.consts_to_local if consts_to_local is None else consts_to_local
@@ -392,7 +398,8 @@ class PyrtlCore:
         for name in model.input_names:
             dram0.update(dict(place(model, name, np.asarray(inputs[name]))))
         images = dict(consts_images(model))
-        result = self.run(load_program(model), dram0=dram0, dram1={} if local else images,
+        result = self.run(list(head) + list(load_program(model)), dram0=dram0,
+                          dram1={} if local else images,
                           local=images if local else {}, timing=timing, window=window)
         outputs = {name: gather(model, name, self.read_dram0) for name in model.output_names}
         return outputs, result
@@ -410,19 +417,22 @@ def program_bits_for(count: int) -> int:
 
 
 def run_compiled(compiled, feeds: Mapping[str, np.ndarray], timing: DramTiming = DramTiming(),
-                 marks: Sequence[int] | None = None) -> tuple[PyrtlCore, RunResult]:
+                 marks: Sequence[int] | None = None, head: Sequence[Instruction] = (),
+                 options: Options | None = None) -> tuple[PyrtlCore, RunResult]:
     """Run a compiled model (``compiler_lite.compile_model``'s result: its program, input
-    layouts, constants image) on the cached core for its architecture, with ``feeds`` (by
-    input name, in the model's layout) converted to fixed point: (core, result). Outputs
-    are then ``core.read_dram0(t.base, t.vectors)`` for ``t`` in ``compiled.outputs``."""
+    layouts, constants image) on the cached core for its architecture (built with
+    ``options``), with ``feeds`` (by input name, in the model's layout) converted to fixed
+    point and ``head`` run before the program: (core, result). Outputs are then
+    ``core.read_dram0(t.base, t.vectors)`` for ``t`` in ``compiled.outputs``."""
     from tcu_hw import numeric
     arch = compiled.arch
-    core = cached_core(arch, program_bits=max(17, program_bits_for(len(compiled.program))))
+    program = list(head) + list(compiled.program)
+    core = cached_core(arch, options, program_bits=max(17, program_bits_for(len(program))))
     n = arch.array_size
     dram0 = {t.base: numeric.to_fixed(t.to_vectors(feeds[t.name], n), arch.dtype)[0]
              for t in compiled.inputs}
     images = {0: compiled.consts} if len(compiled.consts) else {}
     to_local = compiled.consts_to_local
-    res = core.run(compiled.program, dram0=dram0, dram1={} if to_local else images,
+    res = core.run(program, dram0=dram0, dram1={} if to_local else images,
                    local=images if to_local else {}, timing=timing, marks=marks)
     return core, res

@@ -20,12 +20,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 import numpy as np
 
-from tcu_hw.cli import pc_around, pc_window
+from tcu_hw.cli import (add_axi_width, add_inputs, add_model, add_quiet, pc_around, pc_window,
+                        plain)
 from tcu_hw.errors import ArtifactError, run_cli
 from tcu_hw.files import check_writable, write_atomic
+from tcu_hw.progress import Progress
 
 from .backends import SIMULATED as BACKENDS
 from .backends import SimOptions, SimulatedBackend, waveform_window
@@ -34,11 +37,13 @@ from .model import (check_output_paths, emulate, format_outputs, load_model, rea
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m sim.run", description=__doc__.splitlines()[0])
-    p.add_argument("--backend", choices=BACKENDS, default="pyrtl")
-    p.add_argument("-m", "--model", required=True, metavar="MODEL.tmodel")
-    p.add_argument("-i", "--inputs", required=True, metavar="IN.csv[,IN2.csv]",
-                   help="one CSV per model input, in the manifest's input order")
+    p = argparse.ArgumentParser(prog="python -m sim.run", description=plain(__doc__.splitlines()[0]))
+    p.add_argument("--backend", choices=BACKENDS, default="pyrtl",
+                   help="emulator (golden, no cycles), pyrtl (the cycle-accurate PyRTL core; "
+                        "default) or verilator (the generated Verilog top)")
+    add_model(p, ".tmodel", "the compiled model's manifest")
+    add_inputs(p, "IN.csv[,IN2.csv]", "one CSV per model input, in the manifest's input "
+               "order", required=True)
     p.add_argument("-o", "--outputs", metavar="OUT.csv[,...]",
                    help="one CSV per output (default: print to standard output)")
     p.add_argument("--raw", action="store_true", help="raw fixed-point integers")
@@ -48,19 +53,23 @@ def build_parser() -> argparse.ArgumentParser:
                    help="program-counter window of the waveform (default: whole program)")
     p.add_argument("--around", type=pc_around, metavar="PC[:RADIUS]",
                    help="waveform window around one instruction (default radius 4)")
-    p.add_argument("--latency", type=int, default=20, help="DRAM read latency in cycles")
-    p.add_argument("--cycles-per-vector", type=int, default=1,
-                   help="DRAM bandwidth: one vector every N cycles")
-    p.add_argument("--stall-probability", type=float, default=0.0,
-                   help="random DRAM back-pressure per cycle (0..1)")
-    p.add_argument("--axi-width", type=int, metavar="BITS",
-                   help="AXI data width of the verilator backend (default: 128, 64 or 32, "
-                        "the widest that divides a vector)")
-    p.add_argument("--outstanding", type=int, default=16,
-                   help="verilator backend: bursts the AXI slave accepts per direction")
+    p.add_argument("--latency", type=int, default=20, metavar="CYCLES",
+                   help="DRAM read latency (default 20)")
+    p.add_argument("--cycles-per-vector", type=int, default=1, metavar="N",
+                   help="DRAM bandwidth: one vector every N cycles (pyrtl; default 1)")
+    p.add_argument("--stall-probability", type=float, default=0.0, metavar="P",
+                   help="random DRAM back-pressure per cycle, 0 <= P < 1 (default 0)")
+    add_axi_width(p, "AXI data width of the verilator backend (default: 128, 64 or 32, the "
+                  "widest that divides a vector)", aliases=("--axi-width",))
+    p.add_argument("--outstanding", type=int, default=16, metavar="N",
+                   help="verilator backend: bursts the AXI slave accepts per direction "
+                        "(default 16)")
     p.add_argument("--check", action="store_true",
                    help="also run the emulator and fail if any output differs")
-    p.add_argument("-q", "--quiet", action="store_true", help="no summary on standard error")
+    p.add_argument("--plot", metavar="FILE.png|svg",
+                   help="also profile the run on the PyRTL core with the sampler and draw "
+                        "its timeline of the units (needs matplotlib)")
+    add_quiet(p, "no progress or summary on standard error")
     return p
 
 
@@ -69,19 +78,32 @@ def run(args: argparse.Namespace) -> int:
     outputs = split_paths(args.outputs)
     raw_inputs, sats = read_input_csvs(model, split_paths(args.inputs))
     check_output_paths(model, outputs, "-o")
-    for path, flag in ((args.stats, "--stats"), (args.vcd, "--vcd")):
+    for path, flag in ((args.stats, "--stats"), (args.vcd, "--vcd"), (args.plot, "--plot")):
         if path:
             check_writable(path, flag, ArtifactError)
+    if args.plot and Path(args.plot).suffix.lower() not in (".png", ".svg", ".pdf"):
+        raise ArtifactError(f"--plot {args.plot}: give a .png, .svg or .pdf file")
     window = waveform_window(args.window, args.around)
     options = SimOptions(latency=args.latency, cycles_per_vector=args.cycles_per_vector,
-                         stall_probability=args.stall_probability, axi_width=args.axi_width,
+                         stall_probability=args.stall_probability,
+                         axi_width=args.axi_data_width,
                          outstanding=args.outstanding)
     backend = SimulatedBackend(model.arch, args.backend, options)
     if window and not args.vcd and args.backend == "pyrtl":
         raise ArtifactError("--window and --around choose the cycles of a waveform: add --vcd")
     stats: dict = {"backend": args.backend, "model": model.name, "input_saturations": sats}
-    outs, measured = backend.run(model, raw_inputs, vcd=args.vcd, window=window)
+    with Progress(args.quiet).step(f"running {model.name} on {args.backend}"):
+        outs, measured = backend.run(model, raw_inputs, vcd=args.vcd, window=window)
     stats.update(measured)
+    if args.plot:
+        from .profile import plot_profile, profile_model
+        with Progress(args.quiet).step("profiling on the PyRTL core (with the sampler)"):
+            prof = profile_model(model, raw_inputs, args.latency, measured.get("cycles", 0))
+        plot_profile(args.plot, f"{model.name}, {prof.result.cycles:,} cycles",
+                     samples=prof.samples, interval=prof.interval,
+                     first_sample=prof.first_sample)
+        stats["plot"] = {"file": args.plot, "samples": len(prof.samples),
+                         "interval": prof.interval}
 
     status = 0
     if args.check:
@@ -132,6 +154,9 @@ def run(args: argparse.Namespace) -> int:
                   f"cycles from {v['first_cycle']:,}); open with gtkwave {v['gtkw']}", file=err)
         if args.check:
             print(f"  bit-exact vs emulator: {stats['bit_exact_vs_emulator']}", file=err)
+        if "plot" in stats:
+            print(f"  plot:           {args.plot} ({stats['plot']['samples']:,} samples every "
+                  f"{stats['plot']['interval']} cycles)", file=err)
         print(f"  wall time (s):  {stats['seconds']:.2f}", file=err)
     return status
 

@@ -285,13 +285,14 @@ def assemble(text: str, source: str = "<assembly>", layout: Layout | None = None
 
 def build_parser():
     import argparse
+
+    from .cli import add_arch
     parser = argparse.ArgumentParser(
         prog="python -m tcu_hw.asm",
         description="Disassemble a .tprog into the tcu_hw assembly text (one instruction per "
                     "line, prefixed by its index; the text assembles back with tcu_hw.asm).")
     parser.add_argument("program", metavar="PROGRAM.tprog", help="program file")
-    parser.add_argument("-a", "--arch", required=True,
-                        help="architecture: a .tarch path or a preset name")
+    add_arch(parser)
     parser.add_argument("--bytes", action="store_true",
                         help="also show each instruction's bytes in file order")
     return parser

@@ -23,14 +23,14 @@ import json
 import os
 import re
 import sys
-import time
 from pathlib import Path
 
-from .arch import MEM_IMPLS, PRESETS, Architecture, Options, arch_stem, resolve_arch
+from .arch import MEM_IMPLS, Architecture, Options, arch_stem, resolve_arch
 from .artifacts import architecture_params_h
-from .cli import boolean
+from .cli import add_arch, add_axi_width, add_quiet, add_target_dir, boolean
 from .errors import OptionsError, run_cli
 from .files import write_all_atomic
+from .progress import Progress
 
 RULE = "-" * 70
 
@@ -64,18 +64,20 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m tcu_hw.gen",
         description="Generate the TCU for an architecture: Verilog top (drop-in for Tensil's "
                     "top_<arch>.v), architecture_params.h and a summary.")
-    p.add_argument("-a", "--arch", default="pynqz1", metavar="ARCH",
-                   help=f"a .tarch file or a preset ({', '.join(PRESETS)}); default pynqz1")
-    p.add_argument("-d", "--axi-data-width", type=int, default=64, metavar="AXI_WIDTH",
-                   help="AXI data width in bits, a power of two 32..1024 (default 64)")
-    p.add_argument("-t", "--target-dir", default=".", metavar="OUTDIR",
-                   help="output directory, created if missing (default .)")
+    add_arch(p, default="pynqz1")
+    add_axi_width(p, "AXI data width in bits, a power of two 32..1024 (default 64)", 64)
+    add_target_dir(p, "output directory, created if missing (default .)", ".")
     p.add_argument("-s", "--summary", nargs="?", const=True, default=False, type=boolean,
                    metavar="true|false", help="print the RTL SUMMARY table")
     p.add_argument("--sample-block-size", type=int, default=0, metavar="N",
                    help="build the performance sampler with N words per block (0: no sampler)")
     p.add_argument("--mem-impl", choices=MEM_IMPLS, default="bram",
                    help="local and accumulator memory implementation (default bram)")
+    p.add_argument("--check-ports", metavar="THEIR_TOP.v",
+                   help="write nothing: compare the ports of your existing top (e.g. "
+                        "Tensil's top_<arch>.v) with the generated top's for -a and -d, and "
+                        "list every difference (exit 1 if any)")
+    add_quiet(p, "no progress on standard error")
     return p
 
 
@@ -114,6 +116,31 @@ def manifest(arch: Architecture, options: Options, stem: str, rams: list) -> dic
             "layout": arch.layout.as_dict(), "ports": ports, "memories": memories}
 
 
+def check_ports(path: str, arch: Architecture, options: Options, out) -> int:
+    """``--check-ports``: the differences between the ports of the top in ``path`` and the
+    generated top's (Tensil's ports; ours add status outputs, which are not differences)."""
+    from .files import read_text
+    from .top import EXTRA_OUTPUTS, port_list
+    from .verilog import port_differences, verilog_ports
+    module, theirs = verilog_ports(read_text(path, "Verilog file", OptionsError), source=path)
+    ours = [(n, d, w) for n, d, w, _ in port_list(arch, options)]
+    extras = {name for name, _, _ in EXTRA_OUTPUTS}
+    names = {name for name, _, _ in theirs}
+    diffs = port_differences(theirs, [p for p in ours if p[0] not in extras or p[0] in names])
+    print(f"{path}: module {module}, {len(theirs)} ports; the generated top for "
+          f"{args_label(arch, options)}: {len(ours)} ports (of which "
+          f"{', '.join(sorted(extras))} are status outputs it adds)", file=out)
+    for d in diffs:
+        print(f"  DIFFERS {d}", file=out)
+    print("PORTS MATCH" if not diffs else f"{len(diffs)} port(s) differ", file=out)
+    return 1 if diffs else 0
+
+
+def args_label(arch: Architecture, options: Options) -> str:
+    return (f"{arch.array_size}x{arch.array_size} {arch.data_type}, AXI "
+            f"{options.axi_data_width}")
+
+
 def generate(args: argparse.Namespace, out=None) -> int:
     from .verilog import verilog_and_rams, waiver
     out = out or sys.stdout
@@ -121,22 +148,15 @@ def generate(args: argparse.Namespace, out=None) -> int:
     options = Options(axi_data_width=args.axi_data_width, mem_impl=args.mem_impl,
                       sample_block_size=args.sample_block_size)
     options.check_for(arch)
+    if args.check_ports:
+        return check_ports(args.check_ports, arch, options, out)
     target = Path(args.target_dir)
     stem = module_stem(args.arch)
     if args.summary:
         print(rtl_summary(arch), file=out)
 
-    def step(what: str):
-        print(f"  {what} ...", end="", file=sys.stderr, flush=True)
-        return time.perf_counter()
-
-    def done(t0: float) -> None:
-        print(f" {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
-
-    t = step(f"building top_{stem} ({arch.array_size}x{arch.array_size} {arch.data_type}, "
-             f"AXI {options.axi_data_width})")
-    text, rams = verilog_and_rams(arch, options, stem)
-    done(t)
+    with Progress(args.quiet).step(f"building top_{stem} ({args_label(arch, options)})"):
+        text, rams = verilog_and_rams(arch, options, stem)
     files = {f"top_{stem}.v": text,
              "architecture_params.h": architecture_params_h(arch),
              f"top_{stem}.json": json.dumps(manifest(arch, options, stem, rams), indent=2) + "\n",

@@ -160,3 +160,75 @@ def waiver(arch_name: str) -> str:
         "// Tensil; constant AXI fields leave parts of some expressions unused",
         f'lint_off -rule UNUSEDSIGNAL -file "{f}"',
         ""])
+
+
+def verilog_ports(text: str, module: str | None = None, source: str = "Verilog"
+                  ) -> tuple[str, list[tuple[str, str, int | None]]]:
+    """The ports of ``module`` (default: the first module named ``top_*``, else the first
+    module) in Verilog ``text``, parsed by pyverilog: (module name, [(name, direction,
+    width)]) in declaration order; a width that is not a number is None. Only the module's
+    header and port declarations are parsed, so a large file (Tensil's whole design) is
+    quick. ``source`` names the file in errors."""
+    from .errors import OptionsError
+    names = re.findall(r"^\s*module\s+(\w+)", text, flags=re.M)
+    if module is None:
+        module = next((n for n in names if n.startswith("top_") and not
+                       n.endswith(("_core", "_ram_tdp", "_ram_sdp"))), names[0] if names else None)
+    if module is None or module not in names:
+        raise OptionsError(f"{source}: no module {module or ''} in it; modules: "
+                           f"{', '.join(names) or 'none'}")
+    start = re.search(rf"^\s*module\s+{module}\b", text, flags=re.M).start()
+    end = text.index("endmodule", start)
+    body = text[start:end]
+    head_end = body.index(");") + 2
+    decls = [line for line in body[head_end:].splitlines()
+             if re.match(r"\s*(input|output|inout)\b", line)]
+    snippet = body[:head_end] + "\n" + "\n".join(decls) + "\nendmodule\n"
+    import tempfile
+    from pyverilog.vparser.parser import VerilogParser
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            ast = VerilogParser(outputdir=tmp, debug=False).parse(snippet)
+        except Exception as e:  # noqa: BLE001 - pyverilog raises its own ParseError
+            raise OptionsError(f"{source}: cannot parse the ports of module {module}: "
+                               f"{e}") from None
+    (mod,) = ast.description.definitions
+
+    def width(decl) -> int | None:
+        if decl.width is None:
+            return 1
+        try:
+            return int(decl.width.msb.value) - int(decl.width.lsb.value) + 1
+        except (AttributeError, ValueError):
+            return None
+
+    ports = []
+    for port in getattr(mod.portlist, "ports", ()):        # ANSI: declared in the header
+        first = getattr(port, "first", None)
+        kind = type(first).__name__.lower()
+        if kind in ("input", "output", "inout"):
+            ports.append((first.name, kind, width(first)))
+    for item in mod.items:                                   # non-ANSI: in the body
+        for decl in getattr(item, "list", []):
+            kind = type(decl).__name__.lower()
+            if kind in ("input", "output", "inout"):
+                ports.append((decl.name, kind, width(decl)))
+    return module, ports
+
+
+def port_differences(theirs: list[tuple[str, str, int | None]],
+                     ours: list[tuple[str, str, int]]) -> list[str]:
+    """One sentence per port of ``theirs`` that ``ours`` lacks or declares otherwise, and per
+    port of ``ours`` they lack (both (name, direction, width) lists)."""
+    mine = {name: (d, w) for name, d, w in ours}
+    out = []
+    for name, d, w in theirs:
+        if name not in mine:
+            out.append(f"{name}: {d} [{w}] in yours, not in the generated top")
+        elif mine[name] != (d, w):
+            md, mw = mine[name]
+            out.append(f"{name}: {d} [{w}] in yours, {md} [{mw}] in the generated top")
+    names = {name for name, _, _ in theirs}
+    out += [f"{name}: {d} [{w}] in the generated top, not in yours"
+            for name, d, w in ours if name not in names]
+    return out

@@ -83,10 +83,12 @@ def _run(args, tmp_path):
 @pytest.mark.parametrize("args,message", [
     (["-m", "missing.onnx"], "no such ONNX model file"),
     (["-o", "nope"], "output 'nope' is not a tensor computed by the model; valid names: x, "),
-    (["-i", "y [1,2]"], "not a model input; inputs: x"),
-    (["-i", "x [1,1,8]"], "gives input 'x' 3 dimensions, the model has 4"),
-    (["-i", "x 1,1,8,8"], "expected 'NAME \\[d0,d1,...\\]'"),
+    (["--input-shapes", "y [1,2]"], "not a model input; inputs: x"),
+    (["--input-shapes", "x [1,1,8]"], "gives input 'x' 3 dimensions, the model has 4"),
+    (["--input-shapes", "x 1,1,8,8"], "expected 'NAME \\[d0,d1,...\\]'"),
+    (["-i", "x [1,1,8,8]"], "looks like an input shape: give shapes with --input-shapes"),
     (["--golden", "missing.npz"], "cannot read the inputs"),
+    (["-i", "missing.npz"], "cannot read the inputs"),
 ])
 def test_errors_are_one_line_and_leave_no_files(tmp_path, args, message):
     model = str(shared_path("models", DIGITS))
@@ -188,9 +190,9 @@ def test_a_dynamic_batch_set_to_one_is_said(tmp_path, capsys):
     path.write_bytes(m.SerializeToString())
     assert main(["-a", "pynqz1", "-m", str(path), "-t", str(tmp_path / "o"), "-s"]) == 0
     cap = capsys.readouterr()
-    note = "input 'x' dimension 0 ('N') set to 1; give another with -i 'x [d0,d1,...]'"
+    note = "input 'x' dimension 0 ('N') set to 1; give another with --input-shapes 'x [d0,d1,...]'"
     assert f"note: {note}" in cap.err
     assert note in cap.out                                   # the summary's notes
-    assert main(["-a", "pynqz1", "-m", str(path), "-t", str(tmp_path / "p"), "-i",
-                 "x [2,8]"]) == 0
+    assert main(["-a", "pynqz1", "-m", str(path), "-t", str(tmp_path / "p"),
+                 "--input-shapes", "x [2,8]"]) == 0
     assert "note:" not in capsys.readouterr().err

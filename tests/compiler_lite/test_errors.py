@@ -64,7 +64,7 @@ def test_dynamic_dimension_needs_a_shape():
     m = gemm(8, 8)
     m.graph.input[0].type.tensor_type.shape.dim[1].dim_param = "F"
     with pytest.raises(CompileError, match=r"input 'x' dimension 1 is dynamic \(F\); give the "
-                                           r"shape with -i 'x \[d0,d1,...\]'"):
+                                           r"shape with --input-shapes 'x \[d0,d1,...\]'"):
         compile_model(m, "pynqz1")
     c = compile_model(m, "pynqz1", input_shapes={"x": (3, 8)})
     assert c.inputs[0].shape == (3, 8)

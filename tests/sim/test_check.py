@@ -16,7 +16,7 @@ def test_digits(backend, capsys, tmp_path):
     np.savez(tmp_path / "in.npz", x=x)
     code = main(["-a", "pynqz1", "-m", str(shared_path("models", "digits_cnn_opset10.onnx")),
                  "--backend", backend, "--inputs", str(tmp_path / "in.npz"),
-                 "-i", "x [4,1,8,8]", "--tolerance", "0.5", "-t", str(tmp_path / "art")])
+                 "--input-shapes", "x [4,1,8,8]", "--tolerance", "0.5", "-t", str(tmp_path / "art")])
     out = capsys.readouterr().out
     assert code == 0, out
     assert "RESULT: PASS" in out and "logits" in out and "[4, 10]" in out
@@ -100,3 +100,18 @@ def test_nan_weights_are_one_error_naming_the_tensor(tmp_path, capsys):
         assert len(errors) == 1 and err.splitlines()[-1] == errors[0], err
         assert "'w'" in err and "NaN" in err and "Traceback" not in err
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+@requires_gcc
+def test_plot_of_the_digits_model(tmp_path, capsys):
+    """--plot writes a PNG with the per-layer cycles and the sampler's timeline."""
+    plot = tmp_path / "digits.png"
+    assert main(["-a", "pynqz1", "-m", str(shared_path("models", "digits_cnn_opset10.onnx")),
+                 "--plot", str(plot), "-q"]) == 0
+    out = capsys.readouterr().out
+    assert f"plot: {plot} (" in out and "samples every" in out
+    data = plot.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
+    assert main(["-a", "pynqz1", "-m", str(shared_path("models", "digits_cnn_opset10.onnx")),
+                 "--plot", str(tmp_path / "p.txt")]) == 2
+    assert "give a .png, .svg or .pdf file" in capsys.readouterr().err

@@ -93,3 +93,13 @@ def test_saturated_inputs_are_counted_as_sim_emulate_counts_them(xor_model, tmp_
                  "-o", str(tmp_path / "r.csv")]) == 0
     assert "saturations:    inputs 2 (values outside FP16BP8's range, clamped)" in \
         capsys.readouterr().err
+
+
+def test_plot_of_a_run(xor_model, tmp_path, capsys):
+    """--plot profiles the model on the PyRTL core with the sampler and draws its timeline."""
+    tmodel, inp, _ = xor_model
+    plot = tmp_path / "xor.svg"
+    assert main(["-m", str(tmodel), "-i", str(inp), "--plot", str(plot)]) == 0
+    assert f"plot:           {plot} (" in capsys.readouterr().err
+    text = plot.read_text()
+    assert text.startswith("<?xml") and "sampler timeline" in text

@@ -16,7 +16,7 @@ import pytest
 from tcu_hw.arch import Options, preset
 from tcu_hw.gen import main
 from tcu_hw.top import port_list
-from tcu_hw.verilog import verilog, waiver
+from tcu_hw.verilog import verilog, verilog_ports, waiver
 
 # Tensil's printed summary for pynqz1 (Tensil documentation, PYNQ-Z1 tutorial)
 PYNQZ1_SUMMARY = """\
@@ -82,21 +82,7 @@ def generated(board: str, width: int, sample: int = 0, mem_impl: str = "bram",
 
 def wrapper_ports(text: str, module: str, tmp_path) -> list[tuple[str, str, int]]:
     """Ports of the top module, parsed by pyverilog from the generated file."""
-    from pyverilog.vparser.parser import VerilogParser
-    wrapper = text[text.index(f"module {module} ("):]
-    wrapper = wrapper[:wrapper.index("endmodule") + len("endmodule")]
-    parser = VerilogParser(outputdir=str(tmp_path), debug=False)
-    ast = parser.parse(wrapper.replace(f"    {module}_core core (", "    dummy core (", 1))
-    (mod,) = ast.description.definitions
-    out = []
-    for item in mod.items:
-        for decl in getattr(item, "list", []):
-            kind = type(decl).__name__.lower()
-            if kind in ("input", "output"):
-                width = 1 if decl.width is None else \
-                    int(decl.width.msb.value) - int(decl.width.lsb.value) + 1
-                out.append((decl.name, kind, width))
-    return out
+    return verilog_ports(text, module)[1]
 
 
 CASES = [("pynqz1", 64), ("artya7100t", 64), ("cmoda7", 64), ("ultra96v2", 128),
@@ -247,3 +233,38 @@ def test_directory_in_the_way_of_an_artifact_writes_nothing(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "cannot write top_cmoda7.json: a directory of that name is in the way" in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["top_cmoda7.json"]
+
+
+def tensil_style_top(ports) -> str:
+    """A Chisel-style file: ANSI port declarations, a body, and other modules around it."""
+    decls = [f"  {d:<6} {f'[{w - 1}:0]' if w > 1 else '':>8} {n}" for n, d, w in ports]
+    return ("module Queue(\n  input clock\n);\nendmodule\n"
+            "module top_pynqz1(\n" + ",\n".join(decls) + "\n);\n"
+            "  wire [3:0] x;\n  assign x = 4'h0;\nendmodule\n")
+
+
+def test_check_ports_against_a_tensil_style_top(tmp_path, capsys):
+    """--check-ports parses a user's top (Tensil's: ANSI ports among other modules) and lists
+    what differs; the status outputs the generated top adds are not differences."""
+    ports = [(n, d, w) for n, d, w, _ in port_list(preset("pynqz1"), Options(axi_data_width=64),
+                                                   extras=False)]
+    theirs = tmp_path / "top_pynqz1.v"
+    theirs.write_text(tensil_style_top(ports))
+    assert main(["-a", "pynqz1", "--check-ports", str(theirs), "-t", str(tmp_path / "o")]) \
+        == 0
+    out = capsys.readouterr().out
+    assert "module top_pynqz1, 82 ports" in out and "PORTS MATCH" in out
+    assert not (tmp_path / "o").exists()                          # writes nothing
+    changed = [p for p in ports if p[0] != "m_axi_dram1_rlast"]
+    changed = [(n, d, 32 if n == "instruction_tdata" else w) for n, d, w in changed]
+    changed.append(("m_axi_dram1_ruser", "input", 4))
+    theirs.write_text(tensil_style_top(changed))
+    assert main(["-a", "pynqz1", "--check-ports", str(theirs)]) == 1
+    out = capsys.readouterr().out
+    assert "DIFFERS instruction_tdata: input [32] in yours, input [64] in the generated top" in out
+    assert "DIFFERS m_axi_dram1_ruser: input [4] in yours, not in the generated top" in out
+    assert "DIFFERS m_axi_dram1_rlast: input [1] in the generated top, not in yours" in out
+    assert "3 port(s) differ" in out
+    assert main(["-a", "pynqz1", "--check-ports", str(tmp_path / "none.v")]) == 2
+    assert "error: " in capsys.readouterr().err
+
