@@ -1,7 +1,8 @@
 """Generate ``docs/blocks/*.md``: a page per hardware block, from the code itself.
 
 Each page has the block's summary and behaviour (its module docstring), how to build it
-(constructor, parameters and the class docstring), its ports (found on an instance with
+(an example that runs as written, which tests/test_docs.py runs; the constructor's parameters
+and the class docstring), its ports (found on an instance with
 :func:`tcu_hw.blocks.stream.ports`: streams and interfaces, then every wire with its
 direction and width) and a timing diagram simulated from a short stimulus, so the pages
 cannot drift from the blocks. Stimuli drive a block's sink streams from test-bench source
@@ -9,6 +10,8 @@ streams joined with :func:`~tcu_hw.blocks.stream.connect`, and diagram rows name
 their attribute path (``input.valid``), so a renamed port fails here instead of going stale.
 Blocks that only make sense inside the core (decoder, compute unit, DRAM engine) get their
 diagram from a small program on :class:`sim.pyrtl_backend.PyrtlCore` with probes.
+Docstrings become Markdown: roles and literals code spans, a role naming a block with a page
+a link to it, literal blocks (``::``) fenced text.
 
     python docs/make_blocks.py            # rewrite docs/blocks/
     python docs/make_blocks.py --check    # exit 1 if a page is out of date (tests use this)
@@ -50,10 +53,27 @@ _NAMES = re.compile(r"[\w.\[\]]+(?:, [\w.\[\]]+)*")
 _PARAGRAPH = re.compile(r"(Args|Ports|Outputs|Status outputs|Attributes|Latency)\b[^:]*:")
 
 
-def inline(text: str) -> str:
+def _target(name: str, links: dict[str, str], here: str | None) -> str | None:
+    """The page a cross reference points to (``tcu_hw.blocks.ram``, ``.ram``,
+    ``WeightLoader.push``), or None when there is none or it is this page."""
+    if name.startswith("."):
+        name = "tcu_hw.blocks" + name
+    parts = name.split(".")
+    key = ".".join(parts[:3]) if parts[:2] == ["tcu_hw", "blocks"] else parts[0]
+    page = links.get(key)
+    return page if page != here else None
+
+
+def inline(text: str, links: dict[str, str] | None = None, here: str | None = None) -> str:
     """reStructuredText roles and ````literals```` as Markdown code spans
-    (``:class:`~a.b.C``` → ```C```)."""
-    text = _ROLE.sub(lambda m: "`" + (m[2].rsplit(".", 1)[-1] if m[1] else m[2]) + "`", text)
+    (``:class:`~a.b.C``` → ```C```); a role naming a block that has a page (its module or
+    its class, keys of ``links``; not the page ``here``) becomes a link to that page."""
+    def role(m: re.Match) -> str:
+        code = "`" + (m[2].rsplit(".", 1)[-1] if m[1] else m[2]) + "`"
+        page = _target(m[2], links or {}, here)
+        return f"[{code}]({page})" if page else code
+
+    text = _ROLE.sub(role, text)
     return re.sub(r"``([^`]+?)``", r"`\1`", text)
 
 
@@ -69,9 +89,10 @@ def _entry(text: str) -> str:
     return "- " + text
 
 
-def markdown(doc: str) -> str:
-    """A (dedented) docstring as Markdown: literal blocks (``::``) fenced, Google-style
-    sections (``Args:`` and an indented block) as lists, roles and literals as code spans."""
+def markdown(doc: str, links: dict[str, str] | None = None, here: str | None = None) -> str:
+    """A (dedented) docstring as Markdown: literal blocks (``::``) fenced as text, Google-style
+    sections (``Args:`` and an indented block) as lists, roles and literals as code spans,
+    cross references to other block pages as links (:func:`inline`)."""
     lines, out, fenced = doc.splitlines(), [], []
     i = 0
     while i < len(lines):
@@ -89,7 +110,7 @@ def markdown(doc: str) -> str:
             body = "\n".join(block).strip("\n").split("\n")
             cut = min((_indent(b) for b in body if b), default=0)
             fenced.append(len(out) + 1)
-            out += ["", "```", *[b[cut:] for b in body], "```", ""]
+            out += ["", "```text", *[b[cut:] for b in body], "```", ""]
             continue
         if (_indent(line) == 0 and line.endswith(":") and not line.startswith("- ")
                 and nxt.strip() and _indent(nxt) > 0):
@@ -114,9 +135,9 @@ def markdown(doc: str) -> str:
     result, k = [], 0
     for start in fenced:
         end = out.index("```", start + 1)
-        result += inline("\n".join(out[k:start])).split("\n") + out[start:end + 1]
+        result += inline("\n".join(out[k:start]), links, here).split("\n") + out[start:end + 1]
         k = end + 1
-    result += inline("\n".join(out[k:])).split("\n")
+    result += inline("\n".join(out[k:]), links, here).split("\n")
     return re.sub(r"\n{3,}", "\n\n", "\n".join(result)).strip()
 
 
@@ -217,7 +238,6 @@ def bench(instance, block: pyrtl.Block) -> dict[str, pyrtl.Input]:
     (``input.valid``, ``input.data``, ``r_addr``): each sink stream from a test-bench source
     stream (``drive`` + ``connect``), each source stream into a test-bench sink whose
     ``ready`` is an input, and every undriven plain wire directly."""
-    driven = {w for net in block.logic for w in net.dests}
     inputs: dict[str, pyrtl.Input] = {}
     done: set[int] = set()
 
@@ -357,10 +377,11 @@ def vec(values) -> int:
 class Page:
     name: str                   # the class (or function) documented
     module: str
-    ctor: str                   # how the example instance is built
+    ctor: str                   # the statement that builds the example instance
     timing: str                 # diagram text (or a Markdown table for functions)
     note: str
     fresh: Callable | None      # () -> (unconnected instance, its block), for the ports
+    setup: tuple[str, ...] = ()  # imports and statements the example needs before ctor
 
 
 def fresh(make: Callable) -> Callable:
@@ -372,12 +393,17 @@ def fresh(make: Callable) -> Callable:
     return build
 
 
-def block_page(name, module, ctor, make, steps, rows, note, cycles=None) -> Page:
+#: the example's setup for blocks built from a data type, or from an architecture's layout
+FP16 = ("from tcu_hw.numeric import FP16BP8",)
+LAYOUT = ("from tcu_hw.arch import preset", 'layout = preset("cmoda7").layout')
+
+
+def block_page(name, module, ctor, make, steps, rows, note, cycles=None, setup=()) -> Page:
     """A page whose diagram is simulated from ``steps`` on ``make()``."""
     run = simulate(make, steps, cycles)
     n = len(steps) if cycles is None else cycles
     return Page(name, module, ctor, diagram(run.trace, rows_of(run.instance, rows), n), note,
-                fresh(make))
+                fresh(make), tuple(setup))
 
 
 # ------------------------------------------------------------------------------ stimuli
@@ -398,8 +424,8 @@ def systolic_array() -> Page:
             "falls); each result leaves on `output` n = 4 cycles after its vector entered, "
             "with its tag.")
     return block_page("SystolicArray", "tcu_hw.blocks.systolic_array",
-                      "SystolicArray(n=4, dt=FP16BP8, tag_width=2)",
-                      lambda: SystolicArray(n, DT, tag_width=2), steps, rows, note)
+                      "array = SystolicArray(n=4, dt=FP16BP8, tag_width=2)",
+                      lambda: SystolicArray(n, DT, tag_width=2), steps, rows, note, setup=FP16)
 
 
 def weight_loader() -> Page:
@@ -424,8 +450,8 @@ def weight_loader() -> Page:
             "pushed a cycle later (here `rdata` is a made-up word per cycle); `done_next` "
             "counts the LoadWeights fully pushed.")
     return block_page("WeightLoader", "tcu_hw.blocks.weight_loader",
-                      "WeightLoader(layout, vector_bits=64)",
-                      lambda: WeightLoader(lay, 64), steps, rows, note)
+                      "loader = WeightLoader(layout, vector_bits=64)",
+                      lambda: WeightLoader(lay, 64), steps, rows, note, setup=LAYOUT)
 
 
 def accumulator() -> Page:
@@ -445,8 +471,8 @@ def accumulator() -> Page:
             "returns 6.0 (1536); a read presented at cycle t sees writes presented at t-2 "
             "(`pending` is the write presented at t-1).")
     return block_page("Accumulator", "tcu_hw.blocks.accumulator",
-                      "Accumulator(depth=16, n=4, dt=FP16BP8)",
-                      lambda: Accumulator(16, 4, DT), steps, rows, note)
+                      "acc = Accumulator(depth=16, n=4, dt=FP16BP8)",
+                      lambda: Accumulator(16, 4, DT), steps, rows, note, setup=FP16)
 
 
 def local_memory() -> Page:
@@ -460,7 +486,7 @@ def local_memory() -> Page:
             "it one cycle later (registered reads); a write on port `b` is seen by port `a` a "
             "cycle after it commits.")
     return block_page("LocalMemory", "tcu_hw.blocks.local_memory",
-                      "LocalMemory(depth=16, width=64)", lambda: LocalMemory(16, 64), steps,
+                      "local = LocalMemory(depth=16, width=64)", lambda: LocalMemory(16, 64), steps,
                       rows, note)
 
 
@@ -471,8 +497,8 @@ def ram() -> Page:
     rows = ["waddr", "write", "raddr[0]", ("rdata[0]", "hex"), "raddr[1]", ("rdata[1]", "hex")]
     note = ("A simple dual-port (`sdp`) RAM with two read ports: the address is registered, "
             "the data follows one cycle later (block RAM timing).")
-    return block_page("Ram", "tcu_hw.blocks.ram", 'Ram("ram", "sdp", width=16, depth=16, '
-                      'reads=2)', lambda: Ram("ram", "sdp", 16, 16, reads=2), steps, rows,
+    return block_page("Ram", "tcu_hw.blocks.ram", 'ram = Ram("ram", "sdp", width=16, '
+                      'depth=16, reads=2)', lambda: Ram("ram", "sdp", 16, 16, reads=2), steps, rows,
                       note)
 
 
@@ -507,9 +533,9 @@ def simd() -> Page:
             "`out` is combinational in the cycle of the command; registers change at the end "
             "of it.")
     return Page("SimdArray", "tcu_hw.blocks.simd",
-                "SimdArray(n=4, dt=FP16BP8, registers=3, lut_count=2, lut_depth=8)",
+                "simd = SimdArray(n=4, dt=FP16BP8, registers=3, lut_count=2, lut_depth=8)",
                 diagram(run.trace, rows, len(steps)), note,
-                fresh(lambda: SimdArray(4, DT, 3, 2, 8)))
+                fresh(lambda: SimdArray(4, DT, 3, 2, 8)), FP16)
 
 
 def axis() -> Page:
@@ -537,7 +563,7 @@ def axis() -> Page:
             "is high (`instructions.data` byte 0 shown: 1, 10, 19, 28 are the first bytes of "
             "instructions 0 to 3).")
     return block_page("InstructionStream", "tcu_hw.blocks.axis",
-                      "InstructionStream(instruction_bytes=9, data_width=64)",
+                      "stream = InstructionStream(instruction_bytes=9, data_width=64)",
                       lambda: InstructionStream(9, 64), steps, rows, note, cycles=len(offer))
 
 
@@ -550,7 +576,7 @@ def sampler() -> Page:
     note = ("Every 3 cycles a word (pc in bits 31:0) is offered on `samples`; `last` on every "
             "second word; while the consumer is not ready the word holds and newer samples "
             "are dropped.")
-    return block_page("Sampler", "tcu_hw.blocks.sampler", "Sampler(block_size=2)",
+    return block_page("Sampler", "tcu_hw.blocks.sampler", "sampler = Sampler(block_size=2)",
                       lambda: Sampler(2), steps, rows, note)
 
 
@@ -569,7 +595,7 @@ def config_registers() -> Page:
             "instructions and Configure 0xA sets it (40); the `timeout` flag rises after 3 "
             "consecutive stalled cycles.")
     return block_page("ConfigRegisters", "tcu_hw.blocks.config_registers",
-                      "ConfigRegisters(decoder_timeout=100)",
+                      "cfg = ConfigRegisters(decoder_timeout=100)",
                       lambda: ConfigRegisters(decoder_timeout=100), steps, rows, note)
 
 
@@ -602,7 +628,7 @@ def axi() -> Page:
             "vectors waits until both write responses are in. Read latency 3. (The design is "
             "`examples/axi_memory.py`; `AxiMaster.signals()` gives the AXI wires by Tensil's "
             "names, `awvalid` = `aw.valid`.)")
-    ctor = "AxiMaster(" + ", ".join(f"{k}={v}" for k, v in ex.MASTER.items()) + ")"
+    ctor = "master = AxiMaster(" + ", ".join(f"{k}={v}" for k, v in ex.MASTER.items()) + ")"
     return Page("AxiMaster", "tcu_hw.blocks.axi", ctor, diagram(t, rows, cycles), note,
                 fresh(lambda: AxiMaster(**ex.MASTER)))
 
@@ -625,9 +651,15 @@ def fixed() -> Page:
              "saturates at the top", "saturates at the bottom", "1 × 1 + 1 = 2"]
     for (x, y, z), g, r, note in zip(cases, got, ref, notes):
         lines.append(f"| {x} | {y} | {z} | {g} | {r} | {note} |")
-    return Page("mac", "tcu_hw.blocks.fixed", "fixed.mac(x, y, z, dt)", "\n".join(lines),
+    setup = ("import pyrtl", *FP16, 'x, y, z = (pyrtl.Input(16, name) for name in "xyz")',
+             'p = pyrtl.Output(16, "p")')
+    ctor = "\n".join(["p <<= fixed.mac(x, y, z, FP16BP8)", "sim = pyrtl.Simulation()",
+                      'sim.step({"x": 3, "y": 128, "z": 0})',
+                      'print(sim.inspect("p"))        # prints 2: the product 384 is 1.5 LSB, '
+                      'rounded to even'])
+    return Page("mac", "tcu_hw.blocks.fixed", ctor, "\n".join(lines),
                 "Combinational; results of the PyRTL MAC for FP16BP8 (bp = 8), simulated, next "
-                "to the contract's reference.", None)
+                "to the contract's reference.", None, setup)
 
 
 def core_pages() -> list[Page]:
@@ -663,10 +695,10 @@ def core_pages() -> list[Page]:
         return internal(sim.block, name)
 
     lay = arch.layout
-    common = (f"The program (cmoda7: n = 4; DRAM latency 4):\n\n```\n{listing}\n```\n\n"
+    common = (f"The program (cmoda7: n = 4; DRAM latency 4):\n\n```text\n{listing}\n```\n\n"
               "Cycles from the start of the run:")
     pages = [
-        ("Decoder", "tcu_hw.blocks.decoder", "Decoder(layout, word)", dec, [
+        ("Decoder", "tcu_hw.blocks.decoder", "decoder = Decoder(layout, word)", dec, [
             ("instruction valid", named("dec_valid"), "bit"), ("opcode", "fields.opcode", "int"),
             "to_compute", "to_dram", ("dispatch", named("dec_dispatch"), "bit"),
             ("waits for compute", named("dec_conflict_with_compute"), "bit"),
@@ -680,7 +712,7 @@ def core_pages() -> list[Page]:
          "(`cu_stall_chain` meanwhile), and the final DRAM store reads each vector right "
          "after the acc→local move writes it.",
          lambda: Decoder(lay, pyrtl.WireVector(8 * lay.instruction_bytes, "word"))),
-        ("ComputeUnit", "tcu_hw.blocks.compute", "ComputeUnit(layout, dt)", cu, [
+        ("ComputeUnit", "tcu_hw.blocks.compute", "cu = ComputeUnit(arch.layout, arch.dtype)", cu, [
             "instructions.valid", "issue", ("index", named("cu_index"), "int"),
             ("local addr", named("cu_laddr"), "int"),
             ("acc/out addr", named("cu_oaddr"), "int"),
@@ -696,7 +728,8 @@ def core_pages() -> list[Page]:
          "vectors, the SIMD and the move vectors follow each other; results reach the "
          "accumulators n cycles after they enter the array.",
          lambda: ComputeUnit(lay, arch.dtype)),
-        ("DramEngine", "tcu_hw.blocks.dram_engine", "DramEngine(layout, vector_bits=64)", de, [
+        ("DramEngine", "tcu_hw.blocks.dram_engine",
+         "dram = DramEngine(arch.layout, vector_bits=64)", de, [
             "moves.valid", ("DRAM1 requests active", named("dram_c1_rg_active"), "bit"),
             "dram1.req.valid", "dram1.rdata.valid",
             ("DRAM0 requests active", named("dram_c0_rg_active"), "bit"),
@@ -711,50 +744,63 @@ def core_pages() -> list[Page]:
          "round-robin arbiter shares vector by vector.",
          lambda: DramEngine(lay, n * arch.dtype.width)),
     ]
+    arch_setup = ("from tcu_hw.arch import preset", 'arch = preset("cmoda7")')
+    setup = {"Decoder": ("import pyrtl", *LAYOUT,
+                         'word = pyrtl.WireVector(8 * layout.instruction_bytes, "word")'),
+             "ComputeUnit": arch_setup, "DramEngine": arch_setup}
     return [Page(name, mod, ctor, diagram(t, rows_of(inst, rows), cycles, first), note,
-                 fresh(make))
+                 fresh(make), setup[name])
             for name, mod, ctor, inst, rows, note, make in pages]
 
 
-PAGES = [systolic_array, weight_loader, accumulator, simd, local_memory, ram, fixed, axi, axis, sampler,
-         config_registers]
+PAGES = [systolic_array, weight_loader, accumulator, simd, local_memory, ram, fixed, axi, axis,
+         sampler, config_registers]
 
 
 # ------------------------------------------------------------------------------ pages
 
-def _signature(fn) -> inspect.Signature:
-    """A constructor's signature without its return annotation."""
-    return inspect.signature(fn).replace(return_annotation=inspect.Signature.empty)
+def _signature(fn, returns: bool = False) -> str:
+    """A signature with its annotations unquoted (and without the return annotation, for a
+    constructor)."""
+    sig = inspect.signature(fn)
+    if not returns:
+        sig = sig.replace(return_annotation=inspect.Signature.empty)
+    return re.sub(r"(: |-> )'([^']*)'", r"\1\2", str(sig))
 
 
-def build_it(p: Page, mod) -> list[str]:
-    """The "Build it" section: import, signatures (with ``from_arch``/``from_arch``), the
-    example's constructor and the class docstring."""
+def build_it(p: Page, mod, links: dict[str, str], here: str) -> list[str]:
+    """The "Build it" section: an example that runs as written (imports, the signatures as
+    comments, ``from_arch`` too where there is one, the statement that builds the example
+    instance) and the class docstring."""
     obj = getattr(mod, p.name)
     if inspect.isclass(obj):
-        code = [f"from {p.module} import {p.name}", f"# {p.name}{_signature(obj)}"]
-        for alt in ("from_arch", "from_arch"):
-            if hasattr(obj, alt):
-                code.append(f"# {p.name}.{alt}{_signature(getattr(obj, alt))}")
+        imports = [f"from {p.module} import {p.name}"]
+        signatures = [f"# {p.name}{_signature(obj)}"]
+        if hasattr(obj, "from_arch"):
+            signatures.append(f"# {p.name}.from_arch{_signature(obj.from_arch)}")
     else:
-        short = p.module.rsplit(".", 1)
-        code = [f"from {short[0]} import {short[1]}",
-                f"# {short[1]}.{p.name}{inspect.signature(obj)}"]
-    return ["## Build it", "", "```python", *code, p.ctor, "```", "",
-            markdown(inspect.getdoc(obj) or ""), ""]
+        package, short = p.module.rsplit(".", 1)
+        imports = [f"from {package} import {short}"]
+        signatures = [f"# {short}.{p.name}{_signature(obj, returns=True)}"]
+    imports += [line for line in p.setup if line.startswith(("import ", "from "))]
+    imports = sorted(set(imports), key=lambda line: (line.startswith("from "), line))
+    statements = [line for line in p.setup if not line.startswith(("import ", "from "))]
+    return ["## Build it", "", "```python", *imports, "", *signatures, *statements, p.ctor,
+            "```", "", markdown(inspect.getdoc(obj) or "", links, here), ""]
 
 
-def page(p: Page) -> str:
+def page(p: Page, links: dict[str, str], here: str) -> str:
     mod = importlib.import_module(p.module)
     doc = inspect.getdoc(mod) or ""
     summary, _, rest = doc.partition("\n")
-    parts = [f"# {p.name} — `{p.module}`", "", markdown(summary), "", *build_it(p, mod)]
+    parts = [f"# {p.name} — `{p.module}`", "", markdown(summary, links, here), "",
+             *build_it(p, mod, links, here)]
     if p.fresh is not None:
-        parts += ["## Ports", "", *ports_section(*p.fresh()), "", "## Timing", "", "```",
-                  p.timing, "```"]
+        parts += ["## Ports", "", *ports_section(*p.fresh()), "", "## Timing", "",
+                  "```text", p.timing, "```"]
     else:
         parts += ["## Examples", "", p.timing]
-    parts += ["", p.note, "", "## Behaviour", "", markdown(rest.strip()), ""]
+    parts += ["", p.note, "", "## Behaviour", "", markdown(rest.strip(), links, here), ""]
     text = "\n".join(parts)
     leaked = re.search(r":(class|func|meth|mod|data|attr):`|``", _prose(text))
     if leaked:
@@ -767,22 +813,28 @@ def _prose(text: str) -> str:
     return re.sub(r"^```.*?^```", "", text, flags=re.S | re.M)
 
 
+def page_file(p: Page) -> str:
+    return f"{p.module.rsplit('.', 1)[1]}.md"
+
+
 def render_all() -> dict[str, str]:
     pages = [fn() for fn in PAGES] + core_pages()
+    links = {key: page_file(p) for p in pages for key in (p.module, p.name)}
     index = ["# Hardware blocks", "", "One page per block of `tcu_hw/blocks/`, generated by "
              "`python docs/make_blocks.py` from the code (ports found on an instance, timing "
              "simulated), so they stay true. Every block is built from its own parameters "
              "(lanes, data type, depths and widths; `from_arch` derives them from "
              "an architecture) and exposes its handshaking ports as streams and interfaces "
              "(`tcu_hw.blocks.stream`) that `connect(source, sink)` joins; "
-             "`tcu_hw.core.Core` composes them.", "", "| block | module | what it does |",
+             "`tcu_hw.core.Core` composes them. Each page's first example runs as written "
+             "(`tests/test_docs.py` runs it).", "", "| block | module | what it does |",
              "|---|---|---|"]
     out = {}
     for p in pages:
-        fname = f"{p.module.rsplit('.', 1)[1]}.md"
-        out[fname] = page(p)
+        fname = page_file(p)
+        out[fname] = page(p, links, fname)
         summary = (inspect.getdoc(importlib.import_module(p.module)) or "").split("\n")[0]
-        index.append(f"| [{p.name}]({fname}) | `{p.module}` | {markdown(summary)} |")
+        index.append(f"| [{p.name}]({fname}) | `{p.module}` | {markdown(summary, links)} |")
     out["README.md"] = "\n".join(index) + "\n"
     return out
 

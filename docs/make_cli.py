@@ -15,55 +15,92 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 OUT = ROOT / "docs" / "cli.md"
 
+#: models and inputs the examples use: ../shared (next to the repository) holds them
+DIGITS = "../shared/models/digits_cnn_opset10.onnx"
+SPEECH = "S=../shared/conformance/speech_robot      # Tensil's compiled speech model, its inputs"
+SPEECH_ARGS = "-m $S/speech_commands_onnx_speech_robot.tmodel -i $S/input0_tensil_models_csv.csv"
+BUILT = "build/digits_cnn_opset10_onnx_pynqz1"       # what the compiler_lite examples write
+
+
+def snippet(*lines: str, note: str = "") -> tuple[str, list[str]]:
+    """A shell snippet; ``note`` annotates it for tests/test_docs.py (``slow``,
+    ``needs: PROGRAM``, ``not run: REASON``)."""
+    return note, list(lines)
+
+
+#: (module, introduction, example snippets). The examples run in order in one directory
+#: (tests/test_docs.py runs them), so later ones use the files earlier ones wrote.
 COMMANDS = [
     ("tcu_hw.gen", "Generate the hardware: the Verilog top (a drop-in for Tensil's "
      "`top_<arch>.v`), `architecture_params.h`, a JSON manifest and a Verilator waiver.",
-     ["python -m tcu_hw.gen -a pynqz1 -s -t out",
-      "python -m tcu_hw.gen -a ultra96v2 -d 128 -t vivado/"]),
+     [snippet("python -m tcu_hw.gen -a pynqz1 -s -t out",
+              "python -m tcu_hw.gen -a ultra96v2 -d 128 -t vivado")]),
     ("compiler_lite", "Compile an ONNX model for an architecture: `.tprog`, `.tdata`, `.tmodel` "
      "(Tensil's files), `.tio.json` (the I/O layout), and on request an assembly listing "
      "(layers marked with their program-counter ranges) and golden outputs.",
-     ["python -m compiler_lite -a pynqz1 -m model.onnx -t build -s --layers-summary",
-      "python -m compiler_lite -a ultra96v2 -m resnet.onnx -o dense/BiasAdd:0 -t build",
-      "python -m compiler_lite -a pynqz1 -m model.onnx -i \"x [8,1,8,8]\" --golden in.npz"]),
+     [snippet(f"python -m compiler_lite -a pynqz1 -m {DIGITS} -t build -s --layers-summary",
+              "python -m compiler_lite -a ultra96v2 -m ../shared/models/resnet20v2_cifar.onnx "
+              "\\\n    -o dense/BiasAdd:0 -t build"),
+      snippet("# inputs: arrays keyed by input name, in the model's layout (here one 8x8 image)",
+              "python -c \"import numpy as np; np.savez('in.npz', "
+              "x=np.load('../shared/models/digits_test_x.npy')[:1])\"",
+              f"python -m compiler_lite -a pynqz1 -m {DIGITS} -t build --tasm -i in.npz")]),
     ("sim.check", "One command from an ONNX model to a verified result: compile, run "
      "onnxruntime, the golden emulator and a hardware backend, compare.",
-     ["python -m sim.check -a pynqz1 -m model.onnx --backend pyrtl",
-      "python -m sim.check -a pynqz1 -m model.onnx --inputs in.npz --vcd w.vcd --around 150"]),
+     [snippet(f"python -m sim.check -a pynqz1 -m {DIGITS} -i in.npz --vcd w.vcd --around 150"),
+      snippet(f"python -m sim.check -a pynqz1 -m {DIGITS} --backend verilator",
+              note="slow; needs: verilator")]),
     ("sim.run", "Run a compiled model (`.tmodel`) on a backend with inputs in the emulator's "
      "CSV form; cycles, counters, waveforms.",
-     ["python -m sim.run --backend pyrtl -m build/model.tmodel -i in.csv --check",
-      "python -m sim.run --backend pyrtl -m build/model.tmodel -i in.csv --vcd w.vcd "
-      "--window 120:160"]),
+     [snippet(SPEECH, f"python -m sim.run --backend emulator {SPEECH_ARGS}"),
+      snippet(SPEECH, f"python -m sim.run --backend pyrtl {SPEECH_ARGS} \\\n"
+              "    --check --vcd w.vcd --window 120:160", note="slow")]),
     ("sim.cocotb_run", "Verify the generated Verilog with cocotb: run a compiled model on the "
      "top (yours, or one generated for the model) under Icarus or Verilator with cocotbext-axi's "
      "AXI RAMs and random back-pressure, checked bit for bit against the emulator "
      "([cocotb.md](cocotb.md)).",
-     ["python -m sim.cocotb_run -m build/model.tmodel -i in.csv --verilog out/top_pynqz1.v",
-      "python -m sim.cocotb_run -m build/model.tmodel --stall 0.5 --seed 3 --waves "
-      "--work-dir run1",
-      "python -m sim.cocotb_run -m build/model.tmodel --verilog out/top_pynqz1.v --export tb"]),
+     [snippet(f"python -m sim.cocotb_run -m {BUILT}.tmodel --verilog out/top_pynqz1.v",
+              f"python -m sim.cocotb_run -m {BUILT}.tmodel --stall 0.5 --seed 3 --waves "
+              "--work-dir run1", note="slow; needs: iverilog"),
+      snippet(f"python -m sim.cocotb_run -m {BUILT}.tmodel --verilog out/top_pynqz1.v "
+              "--export tb")]),
     ("sim.emulate", "Tensil's emulator command: run a compiled model on the golden emulator.",
-     ["python -m sim.emulate -m build/model.tmodel -i in.csv -o out.csv"]),
+     [snippet(SPEECH, f"python -m sim.emulate {SPEECH_ARGS} -o out.csv")]),
     ("tcu_hw.asm", "Disassemble a program into assembly text.",
-     ["python -m tcu_hw.asm -a pynqz1 build/model.tprog --bytes"]),
+     [snippet(f"python -m tcu_hw.asm -a pynqz1 {BUILT}.tprog --bytes")]),
 ]
 
 
 def render() -> str:
-    os.environ["COLUMNS"] = "100"
+    columns = os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = "100"               # argparse wraps the help at this width
+    try:
+        return _render()
+    finally:
+        if columns is None:
+            del os.environ["COLUMNS"]
+        else:
+            os.environ["COLUMNS"] = columns
+
+
+def _render() -> str:
     parts = ["# Command-line reference", "",
              "Every command prints one `error: …` line and exits with status 2 on bad input "
              "(never a traceback). `ARCH` is a `.tarch` file or one of the presets `pynqz1`, "
              "`ultra96v2`, `zcu104`, `zcu104_uram`, `artya7100t`, `cmoda7`. Generated by "
-             "`python docs/make_cli.py` from the parsers themselves.", ""]
+             "`python docs/make_cli.py` from the parsers themselves.", "",
+             "The examples run in order from one directory next to `../shared` (the shared "
+             "models and Tensil's compiled speech model), so later ones use the files earlier "
+             "ones wrote (`tests/test_docs.py` runs them).", ""]
     for module, intro, examples in COMMANDS:
         mod = importlib.import_module(module if module != "compiler_lite" else
                                       "compiler_lite.__main__")
         parser = mod.build_parser()
-        parts += [f"## `python -m {module}`", "", intro, "", "```text",
-                  parser.format_help().rstrip(), "```", "", "Examples:", "", "```sh",
-                  *examples, "```", ""]
+        parts += [f"## `python -m {module}`", "", intro, "", f"`python -m {module} --help` "
+                  "prints:", "", "```text", parser.format_help().rstrip(), "```", "",
+                  "Examples:", ""]
+        for note, lines in examples:
+            parts += ([f"<!-- {note} -->"] if note else []) + ["```sh", *lines, "```", ""]
     return "\n".join(parts)
 
 
