@@ -55,7 +55,7 @@ def xilinx(board: str, axi: int, workdir: Path) -> dict:
             "seconds": time.perf_counter() - t}
 
 
-def ecp5(board: str, axi: int, workdir: Path, router: str = "router2", seed: int = 1) -> dict:
+def ecp5(board: str, axi: int, workdir: Path, router: str = "router1", seed: int = 1) -> dict:
     """The full generated top (as ``python -m tcu_hw.gen`` writes it) through Yosys
     ``synth_ecp5`` and ``nextpnr-ecp5 --85k --out-of-context`` (``--router``; seed 1):
     Fmax, cells (LUT4, TRELLIS_FF, DP16KD, MULT18X18D, CCU2C) and the critical path's
@@ -110,8 +110,10 @@ def main() -> None:
     parser.add_argument("--axi", default="64,128", help="AXI width per board")
     parser.add_argument("--ecp5", default="", help="board whose full default top goes "
                         "through synth_ecp5 and nextpnr-ecp5 (about 10 minutes)")
-    parser.add_argument("--router", default="router2", choices=("router1", "router2"),
-                        help="nextpnr router (router2 is the faster on this design)")
+    parser.add_argument("--router", default="router1", choices=("router1", "router2"),
+                        help="nextpnr router (default router1: about 15 minutes on the "
+                             "default pynqz1 top on 2 shared cores; router2 did not finish "
+                             "in 40)")
     args = parser.parse_args()
     boards, widths = args.boards.split(","), [int(w) for w in args.axi.split(",")]
     widths += [widths[-1]] * (len(boards) - len(widths))
