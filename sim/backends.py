@@ -9,7 +9,11 @@ Backends:
 - ``pyrtl``: the PyRTL core with DRAM models (latency, bandwidth, random back-pressure);
   cycles, per-unit counters, waveforms of a program-counter window.
 - ``verilator``: the generated Verilog top behind AXI4 slave models that check the protocol;
-  cycles and burst statistics.
+  cycles and burst statistics, waveforms (VCD, or FST for a ``.fst`` file) of a
+  program-counter window or the whole run.
+
+Waveforms are written as the simulation runs (:mod:`sim.waves`), each with a GTKWave save
+file next to it.
 """
 
 from __future__ import annotations
@@ -53,6 +57,12 @@ class SimOptions:
                 f"1..{MAX_OUTSTANDING} (got {self.outstanding})")
 
 
+def trace_format(vcd) -> str:
+    """The waveform format a file name asks for: ``"fst"`` for ``*.fst`` (verilator only),
+    else ``"vcd"``."""
+    return "fst" if str(vcd).lower().endswith(".fst") else "vcd"
+
+
 def waveform_window(window=None, around=None) -> tuple[int, int] | None:
     """The program-counter window of a waveform from ``--window`` or ``--around`` (one of
     them at most)."""
@@ -69,6 +79,10 @@ class SimulatedBackend:
     vectors by name and a JSON-able dict (``cycles``, ``error``, counters or AXI statistics,
     ``build_seconds``; the emulator's instruction statistics and events; ``vcd`` with the
     waveform's files when one was asked for).
+
+    ``vcd``: write a waveform of the program-counter ``window`` (default: the whole program)
+    and a GTKWave save file next to it (pyrtl: a VCD of the core's signals; verilator: every
+    signal of the top, FST when the name ends in ``.fst``, from a separate trace build).
     """
 
     def __init__(self, arch, backend: str, options: SimOptions | None = None) -> None:
@@ -77,18 +91,28 @@ class SimulatedBackend:
                                 f"{', '.join(SIMULATED)}")
         self.arch, self.backend = arch, backend
         self.options = options or SimOptions()
-        self._top = None
+        self._tops: dict = {}           # verilator builds by trace format (None: no trace)
 
-    def run(self, model, raw_inputs: dict, vcd=None, window=None) -> tuple[dict, dict]:
-        if (vcd or window) and self.backend != "pyrtl":
-            raise ArtifactError("--vcd, --window and --around need --backend pyrtl")
+    def run(self, model, raw_inputs: dict, vcd=None, window=None, progress=None
+            ) -> tuple[dict, dict]:
+        """``progress``: called as ``progress(dispatched, instructions)`` while the pyrtl
+        backend simulates (see :class:`tcu_hw.progress.Progress`)."""
+        if (vcd or window) and self.backend == "emulator":
+            raise ArtifactError("--vcd, --window and --around need --backend pyrtl or "
+                                "verilator")
+        if window and not vcd:
+            raise ArtifactError("--window and --around choose the cycles of a waveform: "
+                                "add --vcd")
+        if vcd and trace_format(vcd) == "fst" and self.backend != "verilator":
+            raise ArtifactError(f"--vcd {vcd}: FST waveforms need --backend verilator; "
+                                f"name a .vcd file")
         start = time.perf_counter()
         if self.backend == "emulator":
             outs, stats = self._emulator(model, raw_inputs)
         elif self.backend == "pyrtl":
-            outs, stats = self._pyrtl(model, raw_inputs, vcd, window, start)
+            outs, stats = self._pyrtl(model, raw_inputs, vcd, window, start, progress)
         else:
-            outs, stats = self._verilator(model, raw_inputs, start)
+            outs, stats = self._verilator(model, raw_inputs, vcd, window, start)
         stats["seconds"] = time.perf_counter() - start
         return outs, stats
 
@@ -99,7 +123,7 @@ class SimulatedBackend:
         stats["events"] = [str(e) for e in res.events]
         return res.outputs, stats
 
-    def _pyrtl(self, model, raw_inputs, vcd, window, start):
+    def _pyrtl(self, model, raw_inputs, vcd, window, start, progress=None):
         from .model import load_program
         from .pyrtl_backend import DramTiming, PyrtlCore, cached_core, program_bits_for
         o = self.options
@@ -109,33 +133,60 @@ class SimulatedBackend:
         built = time.perf_counter()
         timing = DramTiming(latency=o.latency, cycles_per_vector=o.cycles_per_vector,
                             stall_probability=o.stall_probability)
-        outs, res = core.run_model(model, raw_inputs, timing,
-                                   window=(window or (0, 1 << 32)) if vcd else None)
+        stream = None
+        if vcd:
+            from .waves import VcdStream
+            stream = VcdStream(vcd, {name: width for name, width in core.probe_names.values()},
+                               error=ArtifactError)
+        core.on_progress = progress
+        try:
+            outs, res = core.run_model(model, raw_inputs, timing,
+                                       window=(window or (0, 1 << 32)) if vcd else None,
+                                       on_trace=stream.write if stream else None)
+        except BaseException:
+            if stream:
+                stream.discard()
+            raise
+        finally:
+            core.on_progress = None
         stats = {"cycles": res.cycles, "counters": res.counters, "error": res.error,
                  "error_pc": res.error_pc, "pc": res.pc, "build_seconds": built - start,
                  "dram_latency": o.latency, "cycles_per_vector": o.cycles_per_vector,
                  "stall_probability": o.stall_probability}
-        if vcd:
-            from .waves import write_waves
-            first, signals = core.trace
-            gtkw = write_waves(vcd, first, signals)
-            stats["vcd"] = {"file": str(vcd), "gtkw": str(gtkw), "first_cycle": first,
-                            "cycles": max((len(v) for _, v in signals.values()), default=0),
-                            "signals": len(signals)}
+        if stream:
+            from .waves import block_groups, write_gtkw
+            stream.close()
+            gtkw = write_gtkw(vcd, block_groups(stream.widths), ArtifactError)
+            stats["vcd"] = {"file": str(vcd), "gtkw": str(gtkw), "format": "vcd",
+                            "first_cycle": stream.first_cycle, "cycles": stream.cycles,
+                            "signals": len(stream.widths)}
         return outs, stats
 
-    def _verilator(self, model, raw_inputs, start):
+    def _verilator(self, model, raw_inputs, vcd, window, start):
         from tcu_hw.arch import Options
         from .verilator_backend import AxiTiming, VerilatorTop, default_axi_width
         o = self.options
         width = o.axi_width or default_axi_width(self.arch)
-        if self._top is None:
-            self._top = VerilatorTop(self.arch, Options(axi_data_width=width), arch_name="model")
+        fmt = trace_format(vcd) if vcd else None
+        if fmt not in self._tops:
+            self._tops[fmt] = VerilatorTop(self.arch, Options(axi_data_width=width),
+                                           arch_name="model", trace=fmt)
+        top = self._tops[fmt]
         built = time.perf_counter()
         timing = AxiTiming(latency=o.latency, outstanding=o.outstanding,
                            stall_probability=o.stall_probability)
-        outs, res = self._top.run_model(model, raw_inputs, timing)
-        return outs, {"cycles": res.cycles, "error": res.error, "axi": res.stats,
-                      "axi_data_width": width, "build_seconds": built - start,
-                      "simulated_cycles_per_second":
-                          res.cycles / max(res.stats["sim_seconds"], 1e-9)}
+        outs, res = top.run_model(model, raw_inputs, timing, trace_path=vcd, trace_pcs=window)
+        stats = {"cycles": res.cycles, "error": res.error, "axi": res.stats,
+                 "axi_data_width": width, "build_seconds": built - start,
+                 "simulated_cycles_per_second":
+                     res.cycles / max(res.stats["sim_seconds"], 1e-9)}
+        if vcd:
+            from .waves import write_gtkw
+            groups = top.trace_groups()
+            gtkw = write_gtkw(vcd, groups, ArtifactError)
+            traced = res.stats.get("trace", {})
+            stats["vcd"] = {"file": str(vcd), "gtkw": str(gtkw), "format": fmt,
+                            "first_cycle": traced.get("first_cycle", 0),
+                            "cycles": traced.get("cycles", 0),
+                            "signals": sum(len(v) for v in groups.values())}
+        return outs, stats

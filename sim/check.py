@@ -58,9 +58,10 @@ def build_parser() -> argparse.ArgumentParser:
                   "widest that divides a vector)")
     p.add_argument("--tolerance", type=_tolerance,
                    help="also fail when an output differs from float by more than this")
-    p.add_argument("--vcd", metavar="WAVES.vcd",
-                   help="pyrtl backend: write the waveform of the first run (with a GTKWave "
-                        "save file next to it)")
+    p.add_argument("--vcd", metavar="WAVES.vcd|fst",
+                   help="write the waveform of the first run and a GTKWave save file next to it "
+                        "(pyrtl: VCD of the core's signals; verilator: every signal of the "
+                        "top, FST if the name ends in .fst)")
     p.add_argument("--window", type=pc_window, metavar="PC_FROM:PC_TO",
                    help="program-counter window of the waveform (default: whole program)")
     p.add_argument("--around", type=pc_around, metavar="PC[:RADIUS]",
@@ -83,11 +84,14 @@ def _tolerance(text: str) -> float:
 
 
 def check(args: argparse.Namespace, out=None) -> int:
-    from .backends import waveform_window
+    from .backends import trace_format, waveform_window
     out = out or sys.stdout
     window = waveform_window(args.window, args.around)
-    if (args.vcd or window) and args.backend != "pyrtl":
-        raise ArtifactError("--vcd, --window and --around need --backend pyrtl")
+    if (args.vcd or window) and args.backend not in ("pyrtl", "verilator"):
+        raise ArtifactError("--vcd, --window and --around need --backend pyrtl or verilator")
+    if args.vcd and trace_format(args.vcd) == "fst" and args.backend != "verilator":
+        raise ArtifactError(f"--vcd {args.vcd}: FST waveforms need --backend verilator; name "
+                            f"a .vcd file")
     if window and not args.vcd:
         raise ArtifactError("--window and --around choose the cycles of a waveform: add --vcd")
     for path, flag in ((args.vcd, "--vcd"), (args.plot, "--plot")):

@@ -171,7 +171,8 @@ class Driver:
     def run(self, inputs, raw: bool = False, vcd=None, window=None) -> DriverResult:
         """Run the loaded model. ``inputs``: {name: array} (or one array for a one-input
         model), floats in the model's layout (raw fixed-point integers with ``raw``).
-        ``vcd``/``window``: a waveform of the program-counter window (pyrtl backend)."""
+        ``vcd``/``window``: a waveform of the program-counter window (pyrtl or verilator
+        backend; FST for a ``.fst`` name on verilator)."""
         if self.model is None:
             raise ArtifactError("no model loaded: call load_model first")
         m = self.model
@@ -186,8 +187,9 @@ class Driver:
             raise ArtifactError(f"model {m.name!r} takes inputs {m.input_names}"
                                 + (f"; missing {missing}" if missing else "")
                                 + (f"; unknown {extra}" if extra else ""))
-        if (vcd is not None or window is not None) and self.backend != "pyrtl":
-            raise ArtifactError("waveforms (vcd, window) need the pyrtl backend")
+        if (vcd is not None or window is not None) and \
+                self.backend not in ("pyrtl", "verilator"):
+            raise ArtifactError("waveforms (vcd, window) need the pyrtl or verilator backend")
         runs = self._batches(inputs)
         raw_out: dict[str, list] = {k: [] for k in m.output_names}
         stats, cycles, sats = [], 0, 0

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 import pyrtl
@@ -239,8 +239,8 @@ class PyrtlCore:
             dram0: Mapping[int, np.ndarray] = (), dram1: Mapping[int, np.ndarray] = (),
             local: Mapping[int, np.ndarray] = (), timing: DramTiming = DramTiming(),
             max_cycles: int | None = None, window: tuple[int, int] | None = None,
-            marks: Sequence[int] | None = None, stall_cycles: int = STALL_CYCLES
-            ) -> RunResult:
+            marks: Sequence[int] | None = None, stall_cycles: int = STALL_CYCLES,
+            on_trace: Callable[[int, dict], None] | None = None) -> RunResult:
         """Reset, load, run until the program has completed, and return the counters.
 
         The run is hung (:class:`SimulationHang`) when nothing moves for ``stall_cycles``
@@ -249,7 +249,10 @@ class PyrtlCore:
         (at most ``stall_cycles`` or 65,536 more).
 
         With ``window = (pc_from, pc_to)`` (and ``probes``), :attr:`trace` holds
-        ``(first cycle, {signal: (width, values)})`` for that program-counter window. With
+        ``(first cycle, {signal: (width, values)})`` for that program-counter window, or,
+        with ``on_trace``, the window goes to ``on_trace(cycle, {signal: values})`` chunk by
+        chunk as it is simulated (``cycle``: the chunk's first; e.g. a
+        :class:`sim.waves.VcdStream`'s ``write``) and :attr:`trace` stays None. With
         ``marks`` (increasing instruction counts, e.g. where each layer starts),
         :attr:`RunResult.marks` holds the counters (:data:`COUNTERS`) at the first cycle
         the core had dispatched that many instructions (None for a mark never reached):
@@ -274,12 +277,14 @@ class PyrtlCore:
         self.trace = None
         found: list = []
         if window:
-            out = self._trace_run(budget, count, window)
+            out = self._trace_run(budget, count, window, on_trace)
         elif marks is not None:
             out, found = self._marked_run(budget, count, list(marks))
         else:
             out = self._run(budget, count)
         counters = {name: out[f"count_{name}"] for name in COUNTERS}
+        if self.on_progress is not None:
+            self.on_progress(int(counters["dispatched"]), count)
         counters.update({k: out[k] for k in ("dram0_reads", "dram0_writes", "dram1_reads",
                                              "dram1_writes", "samples") if k in out})
         return RunResult(counters["cycles"], counters, bool(out["error"]), out["error_pc"],
@@ -339,11 +344,12 @@ class PyrtlCore:
             self.sim.run_cycles(step)
             cycles -= step
 
-    def _trace_run(self, budget: int, count: int, window: tuple[int, int]) -> dict:
-        """Keep every probe from the first cycle with ``pc >= window[0]`` to ``2n + 16``
-        cycles after the first with ``pc > window[1]`` (so the last instruction's effects
-        show). Pass 1 finds the first cycle watching only the PC; pass 2 replays the run up to
-        it untraced and then traces."""
+    def _trace_run(self, budget: int, count: int, window: tuple[int, int],
+                   on_trace: Callable[[int, dict], None] | None = None) -> dict:
+        """Keep (or hand to ``on_trace``) every probe from the first cycle with ``pc >=
+        window[0]`` to ``2n + 16`` cycles after the first with ``pc > window[1]`` (so the
+        last instruction's effects show). Pass 1 finds the first cycle watching only the PC;
+        pass 2 replays the run up to it untraced and then traces."""
         if not self.probe_names:
             raise ValueError("waveforms need PyrtlCore(..., probes=True)")
         first, last = window
@@ -373,24 +379,30 @@ class PyrtlCore:
             if stop is None and tr["done"][-1]:
                 stop = ran + int(np.argmax(tr["done"].astype(bool))) + 1
             keep = cycles < (stop if stop is not None else 1 << 62)
-            kept.append({k: v[keep] for k, v in tr.items() if k.startswith("probe")})
+            part = {self.probe_names[k][0]: v[keep] for k, v in tr.items()
+                    if k.startswith("probe")}
+            if on_trace is None:
+                kept.append(part)
+            else:
+                on_trace(ran, part)
             ran += chunk
             if stop is None:
                 self._check(ran, {k: int(v[-1]) for k, v in tr.items()})
         out = {k: int(v[-1]) for k, v in tr.items() if not k.startswith("probe")}
         if not out["done"]:
             out = self._run(budget, count)
-        signals = {}
-        for key, (name, width) in self.probe_names.items():
-            signals[name] = (width, np.concatenate([c[key] for c in kept]))
-        self.trace = (start, signals)
+        if on_trace is None:
+            self.trace = (start, {name: (width, np.concatenate([c[name] for c in kept]))
+                                  for name, width in self.probe_names.values()})
         return out
 
     def run_model(self, model, inputs: Mapping[str, np.ndarray], timing: DramTiming = DramTiming(),
                   consts_to_local: bool | None = None, window: tuple[int, int] | None = None,
-                  head: Sequence[Instruction] = ()) -> tuple[dict, RunResult]:
+                  head: Sequence[Instruction] = (),
+                  on_trace: Callable[[int, dict], None] | None = None
+                  ) -> tuple[dict, RunResult]:
         """Run a `.tmodel` with raw inputs ({name: (vectors, n)}), ``head`` before its
-        program; returns (outputs, result)."""
+        program; returns (outputs, result). ``window``, ``on_trace``: see :meth:`run`."""
         from .model import consts_images, gather, load_model, load_program, place
         model = load_model(model)
         local = model.consts_to_local if consts_to_local is None else consts_to_local
@@ -400,7 +412,8 @@ class PyrtlCore:
         images = dict(consts_images(model))
         result = self.run(list(head) + list(load_program(model)), dram0=dram0,
                           dram1={} if local else images,
-                          local=images if local else {}, timing=timing, window=window)
+                          local=images if local else {}, timing=timing, window=window,
+                          on_trace=on_trace)
         outputs = {name: gather(model, name, self.read_dram0) for name in model.output_names}
         return outputs, result
 

@@ -12,7 +12,7 @@ completion by the flush probe). Inputs and outputs are the
 emulator's CSV form (see ``python -m sim.emulate``). ``--check`` also runs the emulator and
 fails (exit 1) if any output differs. ``--vcd`` writes the waveform of the cycles while the
 program counter is in the window (plus a GTKWave save file next to it that groups signals by
-block).
+block; verilator: the generated top's signals, FST for a ``.fst`` name).
 """
 
 from __future__ import annotations
@@ -48,7 +48,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="one CSV per output (default: print to standard output)")
     p.add_argument("--raw", action="store_true", help="raw fixed-point integers")
     p.add_argument("--stats", metavar="STATS.json", help="write cycles and counters as JSON")
-    p.add_argument("--vcd", metavar="WAVES.vcd", help="write a waveform (pyrtl backend)")
+    p.add_argument("--vcd", metavar="WAVES.vcd|fst",
+                   help="write the waveform and a GTKWave save file next to it (pyrtl: VCD of "
+                        "the core's signals; verilator: every signal of the top, FST if the "
+                        "name ends in .fst)")
     p.add_argument("--window", type=pc_window, metavar="PC_FROM:PC_TO",
                    help="program-counter window of the waveform (default: whole program)")
     p.add_argument("--around", type=pc_around, metavar="PC[:RADIUS]",
@@ -89,11 +92,17 @@ def run(args: argparse.Namespace) -> int:
                          axi_width=args.axi_data_width,
                          outstanding=args.outstanding)
     backend = SimulatedBackend(model.arch, args.backend, options)
-    if window and not args.vcd and args.backend == "pyrtl":
+    if window and not args.vcd:
         raise ArtifactError("--window and --around choose the cycles of a waveform: add --vcd")
     stats: dict = {"backend": args.backend, "model": model.name, "input_saturations": sats}
-    with Progress(args.quiet).step(f"running {model.name} on {args.backend}"):
-        outs, measured = backend.run(model, raw_inputs, vcd=args.vcd, window=window)
+    progress, what = Progress(args.quiet), f"running {model.name} on {args.backend}"
+    if args.backend == "pyrtl":
+        with progress.bar(what, unit="instructions dispatched") as update:
+            outs, measured = backend.run(model, raw_inputs, vcd=args.vcd, window=window,
+                                         progress=update)
+    else:
+        with progress.step(what):
+            outs, measured = backend.run(model, raw_inputs, vcd=args.vcd, window=window)
     stats.update(measured)
     if args.plot:
         from .profile import plot_profile, profile_model

@@ -9,6 +9,14 @@
 // sim.axi_model.AxiFault), a cut instruction stream (feed_bytes), and `recover 1`: after the
 // faulty run ends (or hangs), hold reset, read the status outputs, and run the program
 // again with well-behaved slaves.
+//
+// Waveforms: a build with --trace or --trace-fst (VM_TRACE) writes every signal of the top
+// to `trace_path` (VCD or FST, by the build) for the cycles `trace_first`..`trace_last`
+// (inclusive; each optional), or, with `trace_pc_from`/`trace_pc_to`, from the
+// first cycle the program counter reaches pc_from to `trace_drain` cycles after it passes
+// pc_to (the PyRTL backend's window; the build makes the program counter readable, see
+// sim/verilator_backend.py). One cycle is 1 ns: the clock is low at cycle*1000 ps and high
+// at cycle*1000+500 ps. A build without tracing ignores these keys.
 
 #include <chrono>
 #include <cstdint>
@@ -25,6 +33,16 @@
 
 #include "verilated.h"
 #include TCU_TOP_HEADER
+#if VM_TRACE
+#include "verilated_syms.h"
+#endif
+#if VM_TRACE_FST
+#include "verilated_fst_c.h"
+typedef VerilatedFstC TraceFile;
+#elif VM_TRACE
+#include "verilated_vcd_c.h"
+typedef VerilatedVcdC TraceFile;
+#endif
 
 // ------------------------------------------------------------------ wide-signal helpers
 template <typename T> static void put(T& v, const uint8_t* b, int nbytes) {
@@ -87,11 +105,74 @@ static bool chance(double p) { return p > 0 && (rnd() & 0xffff) < p * 65536.0; }
 
 static uint64_t cycle = 0;
 
+// ------------------------------------------------------------------ waveform window
+#if VM_TRACE
+struct Trace {
+    std::unique_ptr<TraceFile> file;
+    uint64_t first = 0, last = ~uint64_t(0);    // cycle window (inclusive)
+    const uint32_t* pc = nullptr;               // program-counter window, when set
+    uint64_t pc_from = 0, pc_to = 0, drain = 0, stop = ~uint64_t(0);
+    bool started = false, on = false;           // on: this cycle is dumped
+    uint64_t cycles = 0, first_cycle = 0;
+
+    // called once a cycle, with the clock low and the inputs evaluated
+    void begin_cycle() {
+        if (!file) return;
+        if (pc) {
+            started = started || *pc >= pc_from;
+            if (started && stop == ~uint64_t(0) && *pc > pc_to) stop = cycle + drain;
+            on = started && cycle < stop;
+        } else {
+            on = cycle >= first && cycle <= last;
+        }
+        if (on && !cycles++) first_cycle = cycle;
+    }
+    void dump(bool high) {
+        if (on) file->dump(cycle * 1000 + (high ? 500 : 0));
+    }
+};
+static Trace trace;
+
+// the core's program counter (32 bits): the trace build makes TCU_PC_VAR public in the scope
+// TCU_PC_SCOPE (both given with -D by sim/verilator_backend.py)
+static const uint32_t* program_counter() {
+    const VerilatedScope* scope = Verilated::threadContextp()->scopeFind(TCU_PC_SCOPE);
+    const VerilatedVar* var = scope ? scope->varFind(TCU_PC_VAR) : nullptr;
+    if (!var) {
+        fprintf(stderr, "tb: no public %s in %s: cannot follow the program counter\n",
+                TCU_PC_VAR, TCU_PC_SCOPE);
+        exit(2);
+    }
+    return static_cast<const uint32_t*>(var->datap());
+}
+#define TRACE_BEGIN_CYCLE() trace.begin_cycle()
+#define TRACE_DUMP(high) trace.dump(high)
+#else
+#define TRACE_BEGIN_CYCLE() ((void)0)
+#define TRACE_DUMP(high) ((void)0)
+#endif
+
+// the waveform's first cycle and length as JSON members ("" without a waveform); closes it
+static std::string trace_close() {
+#if VM_TRACE
+    if (!trace.file) return "";
+    trace.file->close();
+    trace.file.reset();
+    std::ostringstream o;
+    o << "\"trace\": {\"first_cycle\": " << trace.first_cycle << ", \"cycles\": "
+      << trace.cycles << "}, ";
+    return o.str();
+#else
+    return "";
+#endif
+}
+
 [[noreturn]] static void violation(const char* port, const std::string& what) {
     fprintf(stderr, "AXI protocol violation on %s at cycle %llu: %s\n", port,
             (unsigned long long)cycle, what.c_str());
-    printf("{\"violation\": \"%s: %s\", \"cycles\": %llu}\n", port, what.c_str(),
-           (unsigned long long)cycle);
+    const std::string traced = trace_close();
+    printf("{\"violation\": \"%s: %s\", %s\"cycles\": %llu}\n", port, what.c_str(),
+           traced.c_str(), (unsigned long long)cycle);
     exit(3);
 }
 
@@ -289,10 +370,13 @@ static void step(TCU_TOP* top, AxiSlave* s, std::vector<uint8_t>& wbuf, std::vec
     SLAVE_IO(s[1], m_axi_dram1);
     top->clock = 0;
     top->eval();
+    TRACE_BEGIN_CYCLE();
+    TRACE_DUMP(false);
     SLAVE_SAMPLE(s[0], m_axi_dram0);
     SLAVE_SAMPLE(s[1], m_axi_dram1);
     top->clock = 1;
     top->eval();
+    TRACE_DUMP(true);
     ++cycle;
 }
 
@@ -348,6 +432,8 @@ static Outcome run_program(TCU_TOP* top, AxiSlave* s, const Params& p, size_t fe
         SLAVE_IO(s[1], m_axi_dram1);
         top->clock = 0;
         top->eval();
+        TRACE_BEGIN_CYCLE();
+        TRACE_DUMP(false);
         // sample handshakes before the edge
         if (tvalid && top->instruction_tready) o.fed += beat_bytes;
         SLAVE_SAMPLE(s[0], m_axi_dram0);
@@ -358,6 +444,7 @@ static Outcome run_program(TCU_TOP* top, AxiSlave* s, const Params& p, size_t fe
         last_activity = activity;
         top->clock = 1;
         top->eval();
+        TRACE_DUMP(true);
         ++cycle;
         if (o.fed >= p.prog.size() &&
             std::memcmp(&s[0].mem[p.probe_dst], p.pattern.data(), p.vector_bytes) == 0) {
@@ -374,11 +461,38 @@ int main(int argc, char** argv) {
     {
         std::ifstream in(argv[1]);
         if (!in) { fprintf(stderr, "tb: cannot read %s\n", argv[1]); return 2; }
-        std::string k, v;
-        while (in >> k >> v) cfg.kv[k] = v;
+        std::string line;             // key, one space, value (to the end of the line)
+        while (std::getline(in, line)) {
+            const size_t at = line.find(' ');
+            if (at != std::string::npos) cfg.kv[line.substr(0, at)] = line.substr(at + 1);
+        }
     }
     Verilated::commandArgs(1, argv);
+#if VM_TRACE
+    if (cfg.kv.count("trace_path")) Verilated::traceEverOn(true);
+#endif
     auto top = std::make_unique<TCU_TOP>();
+#if VM_TRACE
+    if (cfg.kv.count("trace_path")) {
+        trace.file = std::make_unique<TraceFile>();
+        top->trace(trace.file.get(), 99);
+        trace.file->set_time_unit("1ps");
+        trace.file->set_time_resolution("1ps");
+        trace.file->open(cfg.s("trace_path").c_str());
+        if (!trace.file->isOpen()) {
+            fprintf(stderr, "tb: cannot write %s\n", cfg.s("trace_path").c_str());
+            return 2;
+        }
+        trace.first = cfg.u("trace_first", 0);
+        trace.last = cfg.u("trace_last", ~uint64_t(0));
+        if (cfg.kv.count("trace_pc_from")) {
+            trace.pc = program_counter();
+            trace.pc_from = cfg.u("trace_pc_from");
+            trace.pc_to = cfg.u("trace_pc_to");
+            trace.drain = cfg.u("trace_drain", 0);
+        }
+    }
+#endif
 
     Params p;
     p.beat_bytes = int(cfg.u("beat_bytes"));
@@ -433,8 +547,10 @@ int main(int argc, char** argv) {
     }
     if (!o.done) {
         fprintf(stderr, "tb: %s\n", o.why.c_str());
-        printf("{\"timeout\": true, %s\"cycles\": %llu, \"why\": \"%s\", %s}\n", first.c_str(),
-               (unsigned long long)o.cycles, o.why.c_str(), status_json(status(top.get())).c_str());
+        const std::string traced = trace_close();
+        printf("{\"timeout\": true, %s%s\"cycles\": %llu, \"why\": \"%s\", %s}\n",
+               first.c_str(), traced.c_str(), (unsigned long long)o.cycles, o.why.c_str(),
+               status_json(status(top.get())).c_str());
         return 4;
     }
     const double seconds =
@@ -452,6 +568,7 @@ int main(int argc, char** argv) {
         std::ofstream out(cfg.s(k ? "dram1_out" : "dram0_out"), std::ios::binary);
         out.write(reinterpret_cast<const char*>(s[k].mem.data()), s[k].mem.size());
     }
+    first += trace_close();
     printf("{%s\"cycles\": %llu, \"sim_seconds\": %.6f, %s, \"error_cycle\": %llu, "
            "\"dram0\": {\"read_bursts\": %llu, \"write_bursts\": %llu, \"read_beats\": %llu, "
            "\"write_beats\": %llu}, \"dram1\": {\"read_bursts\": %llu, \"write_bursts\": %llu, "
