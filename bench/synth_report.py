@@ -22,6 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tcu_hw.arch import Options, resolve_arch  # noqa: E402
+from tcu_hw.progress import Progress  # noqa: E402
 from tcu_hw.verilog import verilog  # noqa: E402
 
 TENSIL_PYNQZ1 = {"LUT": 10_900, "FF": 5_900, "DSP48E1": 73, "RAMB36": 60, "RAMB18": 15}
@@ -122,12 +123,16 @@ def main() -> None:
     print(f"{'Tensil pynqz1':<12} {64:>4} {TENSIL_PYNQZ1['LUT']:>7,} {TENSIL_PYNQZ1['FF']:>7,} "
           f"{TENSIL_PYNQZ1['DSP48E1']:>5} {TENSIL_PYNQZ1['RAMB36']:>7} {TENSIL_PYNQZ1['RAMB18']:>7}")
     with tempfile.TemporaryDirectory() as d:
+        progress = Progress()
         for board, axi in zip(boards, widths):
-            r = xilinx(board, axi, Path(d))
+            with progress.step(f"synth_xilinx of top_{board} (AXI {axi})"):
+                r = xilinx(board, axi, Path(d))
             print(f"{board:<12} {axi:>4} {r['LUT']:>7,} {r['FF']:>7,} {r['DSP48E1']:>5} "
                   f"{r['RAMB36']:>7} {r['RAMB18']:>7} {r['CARRY4']:>7} {r['seconds']:>7.0f}")
         if args.ecp5:
-            r = ecp5(args.ecp5, 64, Path(d), args.router)
+            with progress.step(f"synth_ecp5 and nextpnr-ecp5 of top_{args.ecp5} (about 15 "
+                               f"minutes)"):
+                r = ecp5(args.ecp5, 64, Path(d), args.router)
             if "error" in r:
                 print(f"ECP5: {r['error']}")
                 return
