@@ -64,6 +64,11 @@ COMMANDS = [
               "--work-dir run1", note="slow; needs: iverilog"),
       snippet(f"python -m sim.cocotb_run -m {BUILT}.tmodel --verilog out/top_pynqz1.v "
               "--export tb")]),
+    ("sim.formal", "Formal proofs of the generated top with SymbiYosys: AXI4 master rules, the "
+     "instruction stream's handshake and forward progress on 2x2 and 4x4 architectures, "
+     "and each property's broken variant ([formal.md](formal.md)).",
+     [snippet("python -m sim.formal -p valid_held,no_ready_path",
+              note="needs: yowasp-sby, yices-smt2")]),
     ("sim.emulate", "Tensil's emulator command: run a compiled model on the golden emulator.",
      [snippet(SPEECH, f"python -m sim.emulate {SPEECH_ARGS} -o out.csv")]),
     ("tcu_hw.asm", "Disassemble a program into assembly text.",

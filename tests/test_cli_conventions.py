@@ -27,6 +27,7 @@ EXPECTED = {
     "tcu-check": {"--arch", "--model", "--inputs", "--target-dir", "--axi-data-width",
                   "--quiet"},
     "tcu-cocotb": {"--model", "--inputs", "--axi-data-width", "--quiet"},
+    "tcu-formal": {"--arch"},
 }
 #: options whose values are a fixed set
 CHOICES = {"--backend", "--strategy", "--mem-impl", "--resize-mode", "--sim"}

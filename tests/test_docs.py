@@ -56,7 +56,7 @@ def test_block_pages_match_the_blocks(tmp_path):
 
 
 CLI_MODULES = ["tcu_hw.gen", "compiler_lite.__main__", "sim.check", "sim.run", "sim.emulate",
-               "tcu_hw.asm", "sim.cocotb_run"]
+               "tcu_hw.asm", "sim.cocotb_run", "sim.formal"]
 
 
 @pytest.mark.parametrize("module", CLI_MODULES)
