@@ -241,9 +241,7 @@ def user_top(path, arch: Architecture) -> TopSource:
     except (json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
         raise ArtifactError(f"{manifest_path}: not a tcu_hw.gen manifest ({e})") from None
     if built != arch:
-        a, b = built.to_dict(), arch.to_dict()
-        diff = [f"{k} {a.get(k)} vs {b.get(k)}" for k in sorted(set(a) | set(b))
-                if a.get(k) != b.get(k)]
+        diff = built.differences(arch)
         raise ArtifactError(f"{path} was generated for another architecture than the model's: "
                             f"{'; '.join(diff)}")
     if not re.search(rf"^module {re.escape(module)}\b", text, re.M):

@@ -59,12 +59,6 @@ class DriverResult:
         return self.macs / self.cycles if self.cycles else None
 
 
-def _arch_diff(a: Architecture, b: Architecture) -> list[str]:
-    da, db = a.to_dict(), b.to_dict()
-    return [f"{k} {da.get(k)} vs {db.get(k)}" for k in sorted(set(da) | set(db))
-            if da.get(k) != db.get(k)]
-
-
 class Driver:
     """Runs compiled models on one architecture and backend; see the module docstring.
 
@@ -99,7 +93,7 @@ class Driver:
         """Load a `.tmodel` (path or :class:`TModel`); its architecture must be the driver's.
         The model's ``.tio.json``, when present next to it, gives the I/O layouts."""
         m = load_model(model)
-        diff = _arch_diff(m.arch, self.arch)
+        diff = m.arch.differences(self.arch)
         if diff:
             raise ArtifactError(f"model {m.name!r} was compiled for another architecture than "
                                 f"the driver's: {'; '.join(diff)}")

@@ -157,6 +157,13 @@ class Architecture:
                 d[k] = getattr(self, k)
         return d
 
+    def differences(self, other: "Architecture") -> list[str]:
+        """``"key mine vs theirs"`` for every `.tarch` key whose value differs from
+        ``other``'s (empty when they describe the same architecture)."""
+        a, b = self.to_dict(), other.to_dict()
+        return [f"{k} {a.get(k)} vs {b.get(k)}" for k in sorted(set(a) | set(b))
+                if a.get(k) != b.get(k)]
+
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=4) + "\n"
 

@@ -363,8 +363,11 @@ static std::string status_json(const Status& st) {
     return o.str();
 }
 
-// drive the inputs, evaluate, sample the handshakes, clock: one cycle
-static void step(TCU_TOP* top, AxiSlave* s, std::vector<uint8_t>& wbuf, std::vector<uint8_t>& sbuf) {
+// drive the slaves' inputs, evaluate, sample the handshakes, then `before_edge()` (which
+// still sees this cycle's outputs), clock: one cycle
+template <typename F>
+static void step(TCU_TOP* top, AxiSlave* s, std::vector<uint8_t>& wbuf, std::vector<uint8_t>& sbuf,
+                 F before_edge) {
     s[0].drive(); s[1].drive();
     SLAVE_IO(s[0], m_axi_dram0);
     SLAVE_IO(s[1], m_axi_dram1);
@@ -374,6 +377,7 @@ static void step(TCU_TOP* top, AxiSlave* s, std::vector<uint8_t>& wbuf, std::vec
     TRACE_DUMP(false);
     SLAVE_SAMPLE(s[0], m_axi_dram0);
     SLAVE_SAMPLE(s[1], m_axi_dram1);
+    before_edge();
     top->clock = 1;
     top->eval();
     TRACE_DUMP(true);
@@ -427,25 +431,13 @@ static Outcome run_program(TCU_TOP* top, AxiSlave* s, const Params& p, size_t fe
         }
         top->instruction_tvalid = tvalid;
         top->instruction_tlast = o.fed + beat_bytes >= p.prog.size();
-        s[0].drive(); s[1].drive();
-        SLAVE_IO(s[0], m_axi_dram0);
-        SLAVE_IO(s[1], m_axi_dram1);
-        top->clock = 0;
-        top->eval();
-        TRACE_BEGIN_CYCLE();
-        TRACE_DUMP(false);
-        // sample handshakes before the edge
-        if (tvalid && top->instruction_tready) o.fed += beat_bytes;
-        SLAVE_SAMPLE(s[0], m_axi_dram0);
-        SLAVE_SAMPLE(s[1], m_axi_dram1);
-        if (top->error && !o.error_at) o.error_at = cycle - start + 1;
-        const uint64_t activity = o.fed + s[0].activity() + s[1].activity();
-        quiet = activity == last_activity ? quiet + 1 : 0;
-        last_activity = activity;
-        top->clock = 1;
-        top->eval();
-        TRACE_DUMP(true);
-        ++cycle;
+        step(top, s, wbuf, sbuf, [&] {
+            if (tvalid && top->instruction_tready) o.fed += beat_bytes;
+            if (top->error && !o.error_at) o.error_at = cycle - start + 1;
+            const uint64_t activity = o.fed + s[0].activity() + s[1].activity();
+            quiet = activity == last_activity ? quiet + 1 : 0;
+            last_activity = activity;
+        });
         if (o.fed >= p.prog.size() &&
             std::memcmp(&s[0].mem[p.probe_dst], p.pattern.data(), p.vector_bytes) == 0) {
             o.done = true;
@@ -560,7 +552,7 @@ int main(int argc, char** argv) {
     {
         std::vector<uint8_t> wbuf(p.beat_bytes), sbuf(p.beat_bytes / 8 + 8);
         for (int i = 0; i < 64 && !(s[0].idle() && s[1].idle()); ++i)
-            step(top.get(), s, wbuf, sbuf);
+            step(top.get(), s, wbuf, sbuf, [] {});
     }
     std::memset(&s[0].mem[p.probe_src], 0, p.vector_bytes);
     std::memset(&s[0].mem[p.probe_dst], 0, p.vector_bytes);

@@ -44,8 +44,9 @@ class ConfigRegisters:
         tracepoint_hit: output (1), ``pc == tracepoint``.
 
     Latency: a write at cycle t shows on the outputs at t+1; ``timeout`` (and a
-    :meth:`watch` flag) rises at the ``timeout_cycles``-th consecutive waiting cycle (cycle
-    0 counted as the first) and falls in the first cycle without the wait.
+    :meth:`watch` flag) is high in a waiting cycle that follows ``timeout_cycles`` (or more)
+    consecutive waiting cycles — from the (``timeout_cycles`` + 1)-th on — and low in the
+    first cycle without the wait.
     """
 
     def __init__(self, decoder_timeout: int = 100, name: str = "cfg") -> None:
@@ -75,9 +76,10 @@ class ConfigRegisters:
                                     regs[ConfigRegister.TRACEPOINT], f"{name}_tracepoint_hit")
 
     def watch(self, waiting: WireVector, label: str) -> WireVector:
-        """A flag that is high while ``waiting`` (1) has been high for at least
-        ``timeout_cycles`` consecutive cycles: a 16-bit saturating count of the current run
-        of waiting cycles, cleared in any cycle without it. Named ``<name>_<label>``."""
+        """A flag that is high in a cycle with ``waiting`` (1) high that follows at least
+        ``timeout_cycles`` consecutive waiting cycles: a 16-bit saturating count of the
+        current run of waiting cycles, cleared in any cycle without it. Named
+        ``<name>_<label>``."""
         waited = Register(16, f"{self._name}_{label}_waited")
         full = waited == 0xFFFF
         waited.next <<= pyrtl.select(waiting, pyrtl.select(full, waited, (waited + 1)[:16]),

@@ -135,15 +135,21 @@ def test_streamed_window_equals_the_simulation(xor_core, tmp_path):
     assert "tcu.cu.cu_issue" in (tmp_path / "m.gtkw").read_text()
 
 
-@requires_gcc
-def test_backend_streams_the_waveform(xor_model, tmp_path):
+def run_xor_with_waves(xor_model, backend: str, vcd):
+    """The batch-4 XOR model on ``backend`` with a waveform of pcs 3..5, outputs checked:
+    (the backend, the model, its raw inputs, the run's stats)."""
     tmodel, inp, expected = xor_model
     model = load_model(tmodel)
     raw, _ = read_input_csvs(model, [inp])
-    backend = SimulatedBackend(model.arch, "pyrtl")
-    outs, stats = backend.run(model, raw, vcd=tmp_path / "w.vcd", window=(3, 5))
+    sim = SimulatedBackend(model.arch, backend)
+    outs, stats = sim.run(model, raw, vcd=vcd, window=(3, 5))
     assert np.array_equal(outs["y"].ravel()[:expected.size], expected.ravel())
-    v = stats["vcd"]
+    return sim, model, raw, stats
+
+
+@requires_gcc
+def test_backend_streams_the_waveform(xor_model, tmp_path):
+    v = run_xor_with_waves(xor_model, "pyrtl", tmp_path / "w.vcd")[3]["vcd"]
     assert v["format"] == "vcd" and v["cycles"] > 0 and v["signals"] > 100
     widths, changes, times = read_vcd(tmp_path / "w.vcd")
     assert len(widths) == v["signals"] and times[0] == v["first_cycle"]
@@ -202,12 +208,7 @@ def test_verilator_vcd_covers_the_window_with_the_top_ports(tmp_path):
 @requires_verilator
 @requires_gcc
 def test_verilator_fst_and_the_backend(xor_model, tmp_path):
-    tmodel, inp, expected = xor_model
-    model = load_model(tmodel)
-    raw, _ = read_input_csvs(model, [inp])
-    backend = SimulatedBackend(model.arch, "verilator")
-    outs, stats = backend.run(model, raw, vcd=tmp_path / "w.fst", window=(3, 5))
-    assert np.array_equal(outs["y"].ravel()[:expected.size], expected.ravel())
+    backend, model, raw, stats = run_xor_with_waves(xor_model, "verilator", tmp_path / "w.fst")
     v = stats["vcd"]
     assert v["format"] == "fst" and v["cycles"] > 0 and v["first_cycle"] > 0
     data = (tmp_path / "w.fst").read_bytes()

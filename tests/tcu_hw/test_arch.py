@@ -508,3 +508,11 @@ def test_a_key_given_twice_is_an_error(tmp_path):
     text = preset("cmoda7").to_json()
     path.write_text(text.replace('"array_size": 4,', '"array_size": 4, "array_size": 8,'))
     assert "key 'array_size' is given more than once" in load_error(path)
+
+
+def test_differences_name_each_key_that_differs():
+    a = preset("pynqz1")
+    assert a.differences(a) == []
+    b = a.with_changes(local_depth=1024, accumulator_depth=512)
+    assert a.differences(b) == [f"accumulator_depth {a.accumulator_depth} vs 512",
+                                f"local_depth {a.local_depth} vs 1024"]

@@ -267,4 +267,10 @@ def test_check_ports_against_a_tensil_style_top(tmp_path, capsys):
     assert "3 port(s) differ" in out
     assert main(["-a", "pynqz1", "--check-ports", str(tmp_path / "none.v")]) == 2
     assert "error: " in capsys.readouterr().err
+    (tmp_path / "notes.v").write_text("this is not Verilog\n")
+    assert main(["-a", "pynqz1", "--check-ports", str(tmp_path / "notes.v")]) == 2
+    assert f"error: {tmp_path / 'notes.v'}: no module" in capsys.readouterr().err
+    (tmp_path / "bad.v").write_text("module top_x(input [3:0 a);\nendmodule\n")
+    assert main(["-a", "pynqz1", "--check-ports", str(tmp_path / "bad.v")]) == 2
+    assert "cannot parse the ports of module top_x" in capsys.readouterr().err
 

@@ -158,3 +158,52 @@ def test_sampler_in_the_core():
     # SIMD ops use the dataflow (bit 36) but not local port A (bit 44)
     assert any((w >> 36) & 1 and not (w >> 44) & 1 for _, w in words)
     assert [t for t, _ in words][:8] == [0, 0, 0, 1, 0, 0, 0, 1]
+
+
+def test_watch_counts_a_run_of_waiting_cycles_against_the_timeout_register():
+    """ConfigRegisters.watch: high from the (timeout+1)-th consecutive waiting cycle, low in
+    the first cycle without the wait, restarted by any gap; independent of the decoder's."""
+    block = pyrtl.Block()
+    with pyrtl.set_working_block(block):
+        cfg = ConfigRegisters(decoder_timeout=3)
+        cfg.write.drive(pyrtl.Const(0, 1), register=0, value=0)
+        cfg.dispatched <<= 0
+        cfg.stalled <<= 0
+        waiting = pyrtl.Input(1, "waiting")
+        flag = pyrtl.Output(1, "flag")
+        flag <<= cfg.watch(waiting, "dram0_timeout")
+        decoder = pyrtl.Output(1, "decoder")
+        decoder <<= cfg.timeout
+    sim = ArraySimulation(block=block)
+    wait = [1, 1, 1, 1, 1, 0, 1, 1, 1, 0, 1, 1, 1, 1]
+    tr = sim.run_trace(len(wait), {"waiting": wait})
+    assert tr["flag"].tolist() == [0, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 1]
+    assert not tr["decoder"].any()
+
+
+@pytest.mark.parametrize("stream, cut", [
+    (b"\x11\x22\x33\x44", 1),                          # four bytes of a six-byte instruction
+    (b"\x00\x00\x00\x00", 0),                          # zero bytes (could be padding)
+    (b"\x01\x02\x03\x04\x05\x06\x00\x00", 0),          # an instruction, then padding
+    (b"\x01\x02\x03\x04\x05\x06\x07\x00", 1),          # an instruction, then part of one
+    (b"\x01\x02\x03\x04\x05\x06\x07\x08\x09\x0a\x0b\x0c", 0),  # two whole instructions
+])
+def test_instruction_stream_cut_inside_an_instruction(stream, cut):
+    """InstructionStream.cut: a partial instruction held, not all zero bytes, and no word
+    offered; never while a word is offered."""
+    from tcu_hw.blocks.axis import InstructionStream
+    block = pyrtl.Block()
+    with pyrtl.set_working_block(block):
+        s = InstructionStream(6, 32, name="axis")
+        tdata, tvalid = pyrtl.Input(32, "tdata"), pyrtl.Input(1, "tvalid")
+        s.words.drive(tvalid, data=tdata)
+        s.instructions.ready <<= 1
+        o = pyrtl.Output(1, "cut")
+        o <<= s.cut
+    sim = ArraySimulation(block=block)
+    words = [int.from_bytes(stream[k:k + 4], "little") for k in range(0, len(stream), 4)]
+    idle = 4
+    tr = sim.run_trace(len(words) + idle, {"tdata": words + [0] * idle,
+                                           "tvalid": [1] * len(words) + [0] * idle})
+    assert not tr["cut"][:len(words)].any()
+    assert tr["cut"].tolist()[len(words) + 1:] == [cut] * (idle - 1)
