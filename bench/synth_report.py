@@ -26,9 +26,16 @@ from tcu_hw.progress import Progress  # noqa: E402
 from tcu_hw.verilog import verilog  # noqa: E402
 
 TENSIL_PYNQZ1 = {"LUT": 10_900, "FF": 5_900, "DSP48E1": 73, "RAMB36": 60, "RAMB18": 15}
+#: Tensil's generated top_pynqz1.v through the same Yosys 0.70 synth_xilinx (issue 14)
+TENSIL_PYNQZ1_YOSYS = {"LUT": 12_500, "FF": 6_400, "DSP48E1": 73, "RAMB36": 30, "RAMB18": 15}
 #: Tensil's generated top_pynqz1.v through the same ECP5 flow (issue 14)
 TENSIL_ECP5_MHZ = 33.3
 CONSTRAINTS = Path(__file__).resolve().parents[1] / "constraints"
+#: LUTs a distributed-RAM or shift-register cell occupies (Vivado counts them as "LUT as
+#: Memory" inside Slice LUTs; so does the LUT column here)
+LUTRAM_SITES = {"RAM32M": 4, "RAM64M": 4, "RAM32X1D": 2, "RAM64X1D": 2, "RAM128X1D": 4,
+                "RAM32X1S": 1, "RAM64X1S": 1, "RAM128X1S": 2, "RAM256X1S": 4, "SRL16E": 1,
+                "SRLC32E": 1}
 
 
 def yosys() -> list[str]:
@@ -51,7 +58,13 @@ def xilinx(board: str, axi: int, workdir: Path) -> dict:
         sys.exit(f"Yosys failed for {board}:\n{run.stderr[-2000:]}")
     cells = json.loads(stats.read_text())["design"]["num_cells_by_type"]
     count = lambda *names: sum(v for k, v in cells.items() if k.startswith(names))  # noqa: E731
-    return {"LUT": count("LUT"), "FF": count("FD"), "DSP48E1": count("DSP48E1"),
+    lutram = sum(v * LUTRAM_SITES[k] for k, v in cells.items() if k in LUTRAM_SITES)
+    unknown = [k for k in cells if k.startswith(("RAM32", "RAM64", "RAM128", "RAM256", "SRL"))
+               and k not in LUTRAM_SITES]
+    if unknown:
+        sys.exit(f"synth_report: no LUT count known for {', '.join(unknown)}")
+    return {"LUT": count("LUT") + lutram, "LUTRAM": lutram, "FF": count("FD"),
+            "DSP48E1": count("DSP48E1"),
             "RAMB36": count("RAMB36"), "RAMB18": count("RAMB18"), "CARRY4": count("CARRY4"),
             "seconds": time.perf_counter() - t}
 
@@ -118,16 +131,19 @@ def main() -> None:
     args = parser.parse_args()
     boards, widths = args.boards.split(","), [int(w) for w in args.axi.split(",")]
     widths += [widths[-1]] * (len(boards) - len(widths))
-    print(f"{'board':<12} {'AXI':>4} {'LUT':>7} {'FF':>7} {'DSP':>5} {'RAMB36':>7} "
-          f"{'RAMB18':>7} {'CARRY4':>7} {'time s':>7}")
-    print(f"{'Tensil pynqz1':<12} {64:>4} {TENSIL_PYNQZ1['LUT']:>7,} {TENSIL_PYNQZ1['FF']:>7,} "
-          f"{TENSIL_PYNQZ1['DSP48E1']:>5} {TENSIL_PYNQZ1['RAMB36']:>7} {TENSIL_PYNQZ1['RAMB18']:>7}")
+    print(f"{'board':<12} {'AXI':>4} {'LUT':>7} {'of which':>9} {'FF':>7} {'DSP':>5} "
+          f"{'RAMB36':>7} {'RAMB18':>7} {'CARRY4':>7} {'time s':>7}")
+    print(f"{'':<12} {'':>4} {'':>7} {'LUTRAM':>9}")
+    for label, t in (("Tensil pynqz1", TENSIL_PYNQZ1), ("  same Yosys", TENSIL_PYNQZ1_YOSYS)):
+        print(f"{label:<13}{64:>4} {t['LUT']:>7,} {'':>9} {t['FF']:>7,} {t['DSP48E1']:>5} "
+              f"{t['RAMB36']:>7} {t['RAMB18']:>7}")
     with tempfile.TemporaryDirectory() as d:
         progress = Progress()
         for board, axi in zip(boards, widths):
             with progress.step(f"synth_xilinx of top_{board} (AXI {axi})"):
                 r = xilinx(board, axi, Path(d))
-            print(f"{board:<12} {axi:>4} {r['LUT']:>7,} {r['FF']:>7,} {r['DSP48E1']:>5} "
+            print(f"{board:<12} {axi:>4} {r['LUT']:>7,} {r['LUTRAM']:>9,} {r['FF']:>7,} "
+                  f"{r['DSP48E1']:>5} "
                   f"{r['RAMB36']:>7} {r['RAMB18']:>7} {r['CARRY4']:>7} {r['seconds']:>7.0f}")
         if args.ecp5:
             with progress.step(f"synth_ecp5 and nextpnr-ecp5 of top_{args.ecp5} (about 15 "

@@ -37,7 +37,7 @@ def estimate(instrs, arch) -> tuple[int, int]:
 
     The compute unit issues one vector per cycle (MatMul, acc↔local moves, LoadLUT) or one
     SIMD instruction; its weight loader pushes LoadWeights beside it. A tile's pushes start
-    when the previous tile has switched banks and the LoadWeights has reached the loader
+    when the previous tile has switched in and the LoadWeights has reached the loader
     (behind at most :data:`COMPUTE_LOOKAHEAD` instructions still to run), so a switching
     MatMul waits for the pushes that the work still ahead of it did not cover."""
     compute = dram = 0

@@ -417,12 +417,13 @@ def systolic_array() -> Page:
     steps = [{"weights.valid": 1, "weights.data": vec(tile[r])} for r in range(n, -1, -1)]
     steps += [{"input.valid": 1, "input.data": vec(x[k]), "input.tag": k} for k in range(3)]
     steps += [{}] * 6
-    rows = ["weights.valid", "pending", "bank", "input.valid", "input.tag", "output.valid",
+    rows = ["weights.valid", "pending", "fresh", "input.valid", "input.tag", "output.valid",
             "output.tag", ("output.data lane 0", "output.data", "lane0")]
-    note = ("Five pushes on `weights` load `[bias, rows]` (row 3 first, bias last); the first "
-            "vector that enters `input` after them switches to the loaded bank (`pending` "
-            "falls); each result leaves on `output` n = 4 cycles after its vector entered, "
-            "with its tag.")
+    note = ("Five pushes on `weights` shift `[bias, rows]` into the staging chain (row 3 "
+            "first, bias last); the first vector that enters `input` after them switches to "
+            "that tile (`pending` falls), and as no vector in flight still reads the copy, "
+            "the copy takes the tile in the same cycle (`fresh` stays low); each result "
+            "leaves on `output` n + 1 = 5 cycles after its vector entered, with its tag.")
     return block_page("SystolicArray", "tcu_hw.blocks.systolic_array",
                       "array = SystolicArray(n=4, dt=FP16BP8, tag_width=2)",
                       lambda: SystolicArray(n, DT, tag_width=2), steps, rows, note, setup=FP16)

@@ -2,7 +2,7 @@
 
 ::
 
-    instr ─▶ [decode register] ─▶ Decoder ─▶ dispatcher ─┬─▶ ComputeUnit ── local port A
+    instr ─▶ Decoder ─▶ [decode register] ─▶ dispatcher ─┬─▶ ComputeUnit ── local port A
                                               │          │   (array, SIMD, accumulators,
                                               │          │    weight loader ── port A/B)
                                               │          └─▶ DramEngine ─── local port B
@@ -97,53 +97,64 @@ class Core:
         self.dram0, self.dram1 = de.ports
         self.cfg = cfg = ConfigRegisters(options.decoder_timeout, name="cfg")
 
-        # decode register
-        d_valid = Register(1, "dec_valid")
-        d_word = Register(8 * lay.instruction_bytes, "dec_word")
-        dec = Decoder(lay, d_word)
+        # decode stage: the incoming word is decoded before the decode register, so the
+        # dispatcher's range checks and the error flags start from registers
+        dec = Decoder(lay, self.instructions.payload.data)
         self.decoder = dec
-
-        chained = options.chained_hazards
-        compute_conflict = named(_conflict(dec.local, de.entries, chained),
-                                 "dec_conflict_with_dram")
-        if loader:          # the loader and the sequencer run side by side (see ComputeUnit)
-            cls = compute_struct(lay).unpack(dec.compute).cls
-            compute_conflict = compute_conflict | named(
-                ((cls == LW) & _conflict(dec.local, cu.sequencer_entries, False)) |
-                ((cls == A2L) & _conflict(dec.local, cu.loader_entries, False)),
-                "dec_conflict_in_compute")
-        dram_conflict = named(_conflict(dec.local, cu.entries, chained),
-                              "dec_conflict_with_compute")
-        cu.wait_for(de.local_writes if chained else [])
-        de.wait_for(cu.local_writes if chained else [])
         register = dec.fields.config_register
         waits_for_dram = dec.is_configure & pyrtl.rtl_any(*(
             register == int(r) for r in (ConfigRegister.DRAM0_OFFSET, ConfigRegister.DRAM0_CACHE,
                                          ConfigRegister.DRAM1_OFFSET, ConfigRegister.DRAM1_CACHE)))
+        d_valid = Register(1, "dec_valid")
+        take = self.instructions.fire
 
-        cu.instructions.drive(d_valid & dec.to_compute & ~compute_conflict, dec.compute)
-        de.moves.drive(d_valid & dec.to_dram & ~dram_conflict, dec.dram)
-        retire = dec.drop | (dec.is_configure & (~waits_for_dram | de.idle))
-        dispatch = named(d_valid & ((dec.to_compute & ~compute_conflict &
+        def held(value: WireVector, what: str) -> Register:
+            reg = Register(value.bitwidth, f"dec_{what}")
+            reg.next <<= pyrtl.select(take, value, reg)
+            return reg
+
+        d = SimpleNamespace(**{k: held(getattr(dec, k), f"{k}_q") for k in (
+            "to_compute", "to_dram", "is_configure", "error", "drop", "compute", "dram")})
+        d.local = SimpleNamespace(**{k: held(getattr(dec.local, k), f"local_{k}")
+                                     for k in ("uses", "writes", "lo", "hi")})
+        d.register = held(register, "config_register")
+        d.value = held(dec.fields.config_value, "config_value")
+        d.waits_for_dram = held(waits_for_dram, "waits_for_dram")
+
+        chained = options.chained_hazards
+        compute_conflict = named(_conflict(d.local, de.entries, chained),
+                                 "dec_conflict_with_dram")
+        if loader:          # the loader and the sequencer run side by side (see ComputeUnit)
+            cls = compute_struct(lay).unpack(d.compute).cls
+            compute_conflict = compute_conflict | named(
+                ((cls == LW) & _conflict(d.local, cu.sequencer_entries, False)) |
+                ((cls == A2L) & _conflict(d.local, cu.loader_entries, False)),
+                "dec_conflict_in_compute")
+        dram_conflict = named(_conflict(d.local, cu.entries, chained),
+                              "dec_conflict_with_compute")
+        cu.wait_for(de.local_writes if chained else [])
+        de.wait_for(cu.local_writes if chained else [])
+
+        cu.instructions.drive(d_valid & d.to_compute & ~compute_conflict, d.compute)
+        de.moves.drive(d_valid & d.to_dram & ~dram_conflict, d.dram)
+        retire = d.drop | (d.is_configure & (~d.waits_for_dram | de.idle))
+        dispatch = named(d_valid & ((d.to_compute & ~compute_conflict &
                                      cu.instructions.ready) |
-                                    (dec.to_dram & ~dram_conflict & de.moves.ready) | retire),
+                                    (d.to_dram & ~dram_conflict & de.moves.ready) | retire),
                          "dec_dispatch")
         self.instructions.ready <<= ~d_valid | dispatch
-        take = self.instructions.fire
         d_valid.next <<= take | (d_valid & ~dispatch)
-        d_word.next <<= pyrtl.select(take, self.instructions.payload.data, d_word)
 
         # configuration registers and program counter
-        is_pc_write = register == int(ConfigRegister.PROGRAM_COUNTER)
-        cfg.write.drive(dispatch & dec.is_configure, register=register,
-                        value=dec.fields.config_value)
-        cfg.dispatched <<= dispatch & ~(dec.is_configure & is_pc_write)
+        is_pc_write = d.register == int(ConfigRegister.PROGRAM_COUNTER)
+        cfg.write.drive(dispatch & d.is_configure, register=d.register, value=d.value)
+        cfg.dispatched <<= dispatch & ~(d.is_configure & is_pc_write)
         cfg.stalled <<= d_valid & ~dispatch
 
         # sticky error flag (§4.8) and the PC of the first error
         error = Register(1, "dec_error")
         error_pc = Register(32, "dec_error_pc")
-        failing = dispatch & dec.error
+        failing = dispatch & d.error
         error.next <<= error | failing
         error_pc.next <<= pyrtl.select(failing & ~error, cfg.pc, error_pc)
 
@@ -158,8 +169,8 @@ class Core:
             compute_issue=cu.issue, compute_stall=cu.stall, chain_stall=cu.chain_stall,
             matmul=cu.uop_matmul, weight_push=cu.weight_push, weight_wait=cu.weight_wait,
             dram_busy=de.busy, dram_stall=de.stall,
-            hazard_stall=d_valid & ((dec.to_compute & compute_conflict) |
-                                    (dec.to_dram & dram_conflict)),
+            hazard_stall=d_valid & ((d.to_compute & compute_conflict) |
+                                    (d.to_dram & dram_conflict)),
             # valid/ready pairs for the sampler (TCU.md §6)
             pairs=[(cu.array_busy, cu.array_busy), (cu.acc_busy, cu.acc_busy),
                    (cu.issue | cu.stall, cu.issue),

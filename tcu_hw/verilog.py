@@ -48,6 +48,32 @@ def build_top(arch: Architecture, options: Options, external: bool = False
     return block, top, rams
 
 
+def _without_reset(core: str, names: list[str]) -> str:
+    """Move the registers ``names`` (:func:`tcu_hw.blocks.stream.data_register`) out of PyRTL's
+    reset: their reset lines go, and their updates move to an ``always`` block of their own
+    (no reset, no enable), which synthesis can map to shift-register LUTs."""
+    if not names:
+        return core
+    start = core.index("        if (rst) begin\n")
+    middle = core.index("        end else begin\n", start)
+    end = core.index("\n        end\n    end\n", middle)
+    resets, updates = core[start:middle], core[middle:end]
+    moved = []
+    for name in names:
+        line = re.compile(rf"^            {re.escape(name)} <= [^;]*;\n", re.M)
+        resets, n_reset = line.subn("", resets, count=1)
+        found = line.search(updates)
+        if n_reset != 1 or not found:
+            raise RuntimeError(f"Verilog export: register {name!r} not found in PyRTL's "
+                               f"register block (did its output format change?)")
+        moved.append(found.group(0).replace("            ", "        ", 1))
+        updates = updates[:found.start()] + updates[found.end():]
+    block = "    always @(posedge clk) begin\n" + "".join(moved) + "    end\n\n"
+    text = core[:start] + resets + updates + core[end:]
+    at = text.index("    always @(posedge clk) begin\n        if (rst) begin\n")
+    return text[:at] + block + text[at:]
+
+
 def _ram_modules(module: str, style: str) -> str:
     """Block-RAM templates: true dual port and simple dual port, read-first, registered
     read data (one cycle), any depth."""
@@ -143,6 +169,8 @@ def verilog_and_rams(arch: Architecture, options: Options, arch_name: str) -> tu
     core = buf.getvalue()
     core = re.sub(r"^// Generated automatically via PyRTL.*?\n(?=module)", "", core,
                   flags=re.S | re.M)
+    core = _without_reset(core, sorted(r.name for r in block.wirevector_subset(pyrtl.Register)
+                                       if getattr(r, "no_reset", False)))
     header = HEADER.format(version=__version__, arch_name=arch_name, n=arch.array_size,
                            dtype=arch.data_type, dw=options.axi_data_width)
     return (header + "\n" + _wrapper(module, arch, options, rams) + "\n" + core +

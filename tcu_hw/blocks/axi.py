@@ -44,7 +44,8 @@ from pyrtl import Const, Register, WireVector
 
 from ..isa import DRAM_OFFSET_SHIFT, clog2
 from .lanes import join, split
-from .stream import SINK, SOURCE, DramPort, RegFifo, Stream, Struct, connect, fit, named
+from .stream import (SINK, SOURCE, DramPort, RegFifo, RingFifo, Stream, Struct, connect, fit,
+                     named)
 
 ID_BITS = 6
 BOUNDARY = 4096                 # bytes: no burst crosses a multiple of this (AXI4)
@@ -253,7 +254,7 @@ class AxiMaster:
         wvec.next <<= pyrtl.select(take, to_slots(wdata.payload.data), wvec)
 
         # ------------------------------------------------------------------ read data
-        vectors = RegFifo(n * w, 2, f"{name}_axi_rvectors")
+        vectors = RingFifo(n * w, 2, f"{name}_axi_rvectors")
         if beats == 1:
             assembled = r.payload.data
             complete = r.valid

@@ -9,19 +9,21 @@ pushes overlap this tile's MatMuls; without the loader they take the sequencer's
 
     t0  issue: local port A read address / accumulator read address      (registered reads)
     t1  data:  MatMul      local → array (x)                 ─┐
-               SIMD        acc → ALU → array pass-through    ─┤ array: n cycles,
-               local→acc   local → array pass-through        ─┘ pass-through keeps
-               acc→local   acc → local port A write             the value exact
-               LoadLUT     local → lookup table
+               local→acc   local → array pass-through        ─┤ array: n+1 cycles,
+               SIMD        acc → register                     │ pass-through keeps
+               acc→local   acc → local port A write           │ the value exact
+               LoadLUT     local → lookup table               │
                (LoadWeights local → array weight push, without the loader)
-    t1+n       array out → accumulator write / accumulate (in issue order)
+    t2         SIMD        register → ALU → array pass-through ─┘
+    t1+n+1     array out → accumulator write / accumulate (in issue order; a SIMD's a cycle
+               later, as it entered the array a cycle later)
 
 Router: local port A is read at t0 or written at t1 (acc→local); the array input takes the
-local data, the SIMD result or the local data as pass-through; the accumulator write port
-always takes the array output. Because every accumulator write goes through the same
+local data at t1, or the SIMD result at t2, or the local data as pass-through at t1; the
+accumulator write port always takes the array output. Because every accumulator write goes through the same
 pipeline, writes stay in program order.
 
-Weight banks switch explicitly: the first MatMul after LoadWeights carries ``switch`` on
+Weight tiles switch explicitly: the first MatMul after LoadWeights carries ``switch`` on
 its first vector. With the loader, that MatMul waits until the loader has pushed every
 LoadWeights before it (``token``), and a LoadWeights waits until every switch before it has
 happened (``epoch``), see :mod:`tcu_hw.blocks.weight_loader`. The loader and the
@@ -33,13 +35,16 @@ dispatcher) holds a LoadWeights while it overlaps an acc→local move in flight
 Hazards (the sequencer stalls the micro-op at t0):
 
 - accumulator read-after-write: an accumulator read (SIMD with read, acc→local) waits while
-  a write to the same address is in the array pipeline or at t1 (the array carries the
-  address in its stage tags);
+  a write to the same address is in the array pipeline, at t1 or at t2 (the array carries
+  the address in its stage tags);
 - local port A: a local read cannot issue while the previous micro-op writes port A;
+- array entry: a MatMul or local→acc micro-op cannot issue right after a SIMD that writes
+  the accumulators (that SIMD's result enters the array from t2 in the cycle the new
+  micro-op would enter from t1): one bubble where a SIMD run meets a MatMul;
 - chaining: a local read waits while ``local_wait`` says an earlier instruction in another
   unit (a DRAM→local move) has still to write its address;
 - weights: a switching MatMul waits for the loader (``token``); without the loader, a
-  weight push waits while vectors in flight still use the bank it would overwrite
+  weight push waits while the tile in use is only in the array's staging chain
   (``SystolicArray.push_ok_next``).
 """
 
@@ -60,6 +65,11 @@ from .simd import SimdArray
 from .stream import SINK, RamPort, RegFifo, Stream, Struct, connect, named
 from .systolic_array import SystolicArray
 from .weight_loader import WeightLoader
+
+
+#: record fields the t1 stage keeps
+T1_FIELDS = ("cls", "zeroes", "accumulate", "read", "write", "op", "left", "right", "dest",
+             "table", "uses", "writes", "lo", "hi", "switch")
 
 
 class ComputeUnit:
@@ -108,7 +118,7 @@ class ComputeUnit:
             wanted / granted, the pair the sampler records.
 
     Latency: a queued instruction issues its first micro-op one cycle after it enters; a
-    micro-op's accumulator write lands n + 3 cycles after it issues.
+    micro-op's accumulator write lands n + 4 cycles after it issues (a SIMD's n + 5).
     """
 
     def __init__(self, layout: Layout, dt: DataType, queue_depth: int = COMPUTE_QUEUE_DEPTH,
@@ -148,7 +158,7 @@ class ComputeUnit:
         ostep = Register(f.A, f"{name}_ostep")
 
         # ---------------------------------------------------------------- input routing
-        # the first MatMul after LoadWeights switches banks once the loader has pushed the
+        # the first MatMul after LoadWeights switches tiles once the loader has pushed the
         # LoadWeights enqueued before it (token); a LoadWeights waits for the switches
         # enqueued before it (epoch)
         inp = self.instructions
@@ -191,10 +201,22 @@ class ComputeUnit:
         if wl:
             t1c[LW] = Const(0, 1)
         t1_writes_acc = t1c[MM] | (t1c[SIMD_CLS] & t1.write) | t1c[L2A]
+        t1_enters = t1c[MM] | t1c[L2A]                 # enters the array from t1
+
+        # ---------------------------------------------------------------- t2 stage (SIMD)
+        # a SIMD micro-op's accumulator data is registered and the ALU runs at t2, so no path
+        # holds both a RAM read and the ALU; its result enters the array from t2
+        t2_valid = Register(1, f"{name}_t2_valid")
+        t2 = SimpleNamespace(**{k: Register(getattr(t1, k).bitwidth, f"{name}_t2_{k}")
+                                for k in ("op", "left", "right", "dest", "write",
+                                          "accumulate")})
+        t2_oaddr = Register(f.A, f"{name}_t2_oaddr")
+        t2_input = Register(n * w, f"{name}_t2_input")
+        t2_enters = t2_valid & t2.write
 
         # ---------------------------------------------------------------- hazards at t0
         def writes_pending(addr: WireVector) -> WireVector:
-            hit = (t1_writes_acc & (t1_oaddr == addr)) | \
+            hit = (t1_writes_acc & (t1_oaddr == addr)) | (t2_enters & (t2_oaddr == addr)) | \
                 (acc.pending.valid & (acc.pending.addr == addr))
             for stage in array.stages:
                 hit = hit | (stage.valid & (tag.unpack(stage.tag).addr == addr))
@@ -204,13 +226,17 @@ class ComputeUnit:
         stall_port = named(needs_local & t1c[A2L], f"{name}_stall_port")
         stall_chain = named(needs_local & self.local_wait, f"{name}_stall_chain")
         stall_acc = named(needs_acc & writes_pending(acc_read_addr), f"{name}_stall_acc")
+        # a vector that enters the array from t1 cannot follow a SIMD result that enters it
+        # from t2 in the next cycle
+        stall_array = named((cls[MM] | cls[L2A]) & t1c[SIMD_CLS] & t1.write,
+                            f"{name}_stall_array")
         if wl:
             stall_push = named(cls[MM] & act.switch & (index == 0) &
                                (wl.done_next != act.token), f"{name}_stall_push")
         else:
             stall_push = named(cls[LW] & ~array.push_ok_next, f"{name}_stall_push")
-        issue = named(act_valid & ~(stall_port | stall_acc | stall_push | stall_chain),
-                      f"{name}_issue")
+        issue = named(act_valid & ~(stall_port | stall_acc | stall_push | stall_chain |
+                                    stall_array), f"{name}_issue")
         last = active.last
 
         # advance or load the next instruction (no bubble between instructions); LoadWeights
@@ -222,7 +248,9 @@ class ComputeUnit:
                                     pyrtl.select(issue, (oaddr + ostep)[:f.A], oaddr))
 
         t1_valid.next <<= issue
-        t1_bits.next <<= act_bits
+        # t1 keeps only what the router, the SIMD stage and the dispatcher's range checks
+        # read (the other fields register as constant zero, which synthesis removes)
+        t1_bits.next <<= rec.pack(**{k: getattr(act, k) for k in T1_FIELDS})
         t1_last.next <<= last
         t1_laddr.next <<= laddr
         t1_oaddr.next <<= pyrtl.select(cls[SIMD_CLS], act.oaddr, oaddr)
@@ -243,17 +271,24 @@ class ComputeUnit:
         local.wdata <<= acc_data
         acc.r_addr <<= acc_read_addr
 
-        simd.command.drive(t1c[SIMD_CLS], op=t1.op, left=t1.left, right=t1.right, dest=t1.dest,
-                           input=pyrtl.select(t1.read, acc_data, zero))
+        t2_valid.next <<= t1c[SIMD_CLS]
+        for k, reg in vars(t2).items():
+            reg.next <<= getattr(t1, k)
+        t2_oaddr.next <<= t1_oaddr
+        t2_input.next <<= pyrtl.select(t1.read, acc_data, zero)
+        simd.command.drive(t2_valid, op=t2.op, left=t2.left, right=t2.right, dest=t2.dest,
+                           input=t2_input)
         if layout.lut_count:
             simd.lut.drive(t1c[LUT], table=t1.table, index=t1_index, data=local_data)
 
         x = pyrtl.select(t1.zeroes, zero, local_data)
         switching = named(t1c[MM] & t1.switch & (t1_index == 0), f"{name}_bank_switch")
-        array.input.drive(t1_writes_acc, passthrough=~t1c[MM],
-                          data=pyrtl.select(t1c[MM], x, pyrtl.select(t1c[SIMD_CLS], simd.out,
+        array.input.drive(t1_enters | t2_enters, passthrough=~t1c[MM],
+                          data=pyrtl.select(t1c[MM], x, pyrtl.select(t2_enters, simd.out,
                                                                      local_data)),
-                          tag=tag.pack(accumulate=t1.accumulate, addr=t1_oaddr),
+                          tag=tag.pack(accumulate=pyrtl.select(t2_enters, t2.accumulate,
+                                                               t1.accumulate),
+                                       addr=pyrtl.select(t2_enters, t2_oaddr, t1_oaddr)),
                           switch=switching)
         if wl:
             connect(wl.push, array.weights)
@@ -293,7 +328,7 @@ class ComputeUnit:
             valid=named(t1c[A2L], f"{name}_pending_write_t1_valid"),
             lo=named(t1_laddr, f"{name}_pending_write_t1_lo"),
             hi=named(t1_laddr, f"{name}_pending_write_t1_hi")))
-        in_flight = t1_valid | acc.busy
+        in_flight = t1_valid | t2_valid | acc.busy
         for stage in array.stages:
             in_flight = in_flight | stage.valid
         if wl:
@@ -301,13 +336,15 @@ class ComputeUnit:
         self.idle = named(~act_valid & ~deq.valid & ~in_flight, f"{name}_idle")
         self.issue = issue
         self.stall = named(act_valid & ~issue, f"{name}_stall")
-        self.chain_stall = named(act_valid & stall_chain & ~(stall_port | stall_acc | stall_push),
+        self.chain_stall = named(act_valid & stall_chain & ~(stall_port | stall_acc | stall_push |
+                                                             stall_array),
                                  f"{name}_chain_stall")
-        self.weight_wait = named(act_valid & stall_push & ~(stall_port | stall_acc | stall_chain),
+        self.weight_wait = named(act_valid & stall_push & ~(stall_port | stall_acc | stall_chain |
+                                                            stall_array),
                                  f"{name}_weight_wait")
         self.uop_matmul = named(t1c[MM], f"{name}_uop_matmul")
         self.weight_push = named(array.weights.valid, f"{name}_weight_push")
-        self.array_busy = named(array.output.valid | t1_writes_acc, f"{name}_array_busy")
+        self.array_busy = named(array.output.valid | array.input.valid, f"{name}_array_busy")
         self.acc_busy = named(acc.busy, f"{name}_acc_busy")
         # local port A as a valid/ready pair: a read wanted (granted when it issues), an
         # acc→local write (always granted) or a read of the loader (granted)

@@ -41,7 +41,7 @@ def field(word: WireVector, f: Field) -> WireVector:
 def compute_struct(layout: Layout) -> Struct:
     """Packed record of one compute instruction (widths: ``layout.hardware``). The decoder
     leaves ``switch`` and ``token`` 0; the compute unit fills them in for a MatMul (the
-    first after LoadWeights switches weight banks once ``token`` LoadWeights are pushed)."""
+    first after LoadWeights switches weight tiles once ``token`` LoadWeights are pushed)."""
     h = layout.hardware
     return Struct(cls=3, zeroes=1, accumulate=1, read=1, write=1,
                   laddr=h.L, ls=h.S0, oaddr=h.A, os=h.S1, raddr=h.A, size=h.size,

@@ -37,9 +37,21 @@ def saturate(v: WireVector, width: int) -> WireVector:
 
 def mac(x: WireVector, y: WireVector, z: WireVector, dt: DataType) -> WireVector:
     """``MAC(x, y, z)``: ``x*y + (z << bp)`` rounded half to even at bit bp, saturated."""
+    return accumulate(product(x, y), z, dt)
+
+
+def product(x: WireVector, y: WireVector) -> WireVector:
+    """The exact 2W-bit signed product ``x*y``, the first half of :func:`mac` (a pipeline
+    may register it: Yosys packs that register into the DSP's multiplier register)."""
+    x, y = (pyrtl.as_wires(v) for v in (x, y))
+    return pyrtl.signed_mult(x, y)
+
+
+def accumulate(prod: WireVector, z: WireVector, dt: DataType) -> WireVector:
+    """The second half of :func:`mac`: ``prod + (z << bp)`` (``prod`` the 2W-bit exact
+    product) rounded half to even at bit bp, saturated to W bits."""
     w, bp = dt.width, dt.binary_point
-    x, y, z = (pyrtl.as_wires(v) for v in (x, y, z))
-    prod = pyrtl.signed_mult(x, y)                              # 2W bits, exact
+    z = pyrtl.as_wires(z)
     k = 2 * w + 2
     addend = pyrtl.concat(z, Const(1 << (bp - 1), bp))         # (z << bp) + half
     p = (prod.sign_extended(k) + addend.sign_extended(k))[:k]  # round half up at bit bp

@@ -399,14 +399,20 @@ class SharedRead(Interface):
 
 # ---------------------------------------------------------------------------------- FIFOs
 
-def _fifo_ends(payload, depth: int, name: str) -> tuple[Stream, Stream, list]:
-    """A register FIFO's ``enq`` sink, ``deq`` source and ``depth`` entry registers
-    (``<name>_d<i>``)."""
+def _fifo_streams(payload, depth: int, name: str) -> tuple[Stream, Stream]:
+    """A FIFO's ``enq`` sink and ``deq`` source (``depth`` checked)."""
     if depth < 1:
         raise ValueError(f"FIFO {name!r}: depth must be at least 1")
     fields = _as_struct(payload)
-    data = [pyrtl.Register(fields.width, f"{name}_d{i}") for i in range(depth)]
-    return Stream(fields, f"{name}_enq", SINK), Stream(fields, f"{name}_deq", SOURCE), data
+    return Stream(fields, f"{name}_enq", SINK), Stream(fields, f"{name}_deq", SOURCE)
+
+
+def _fifo_ends(payload, depth: int, name: str) -> tuple[Stream, Stream, list]:
+    """A register FIFO's ``enq`` sink, ``deq`` source and ``depth`` entry registers
+    (``<name>_d<i>``)."""
+    enq, deq = _fifo_streams(payload, depth, name)
+    data = [pyrtl.Register(enq.data.bitwidth, f"{name}_d{i}") for i in range(depth)]
+    return enq, deq, data
 
 
 class RegFifo:
@@ -456,10 +462,12 @@ class RegFifo:
 
 
 class RingFifo:
-    """A FIFO of ``depth`` entries held in registers as a ring (write and read pointers):
-    an entry is written once and read through one ``depth``-way multiplexer, so a wide
-    payload costs about one LUT per bit where :class:`RegFifo`'s shift queue costs one per
-    bit and entry. The entries are not exposed (use :class:`RegFifo` for hazard checks).
+    """A FIFO of ``depth`` entries held as a ring (write and read pointers) in a small
+    memory with a combinational read: an entry is written once and the head is read at the
+    read pointer, so synthesis builds the storage from distributed RAM (Xilinx RAM32M/RAM64M,
+    ECP5 DPR16X4) instead of flip-flops and multiplexers, where :class:`RegFifo`'s shift
+    queue costs a register and a LUT per bit and entry. The entries are not exposed (use
+    :class:`RegFifo` for hazard checks).
 
     Args:
         payload: the record (or width) of an entry.
@@ -477,7 +485,8 @@ class RingFifo:
     """
 
     def __init__(self, payload, depth: int, name: str) -> None:
-        self.enq, self.deq, data = _fifo_ends(payload, depth, name)
+        self.enq, self.deq = _fifo_streams(payload, depth, name)
+        width = self.enq.data.bitwidth
         bits = max((depth - 1).bit_length(), 1)
         wp = pyrtl.Register(bits, f"{name}_wp")
         rp = pyrtl.Register(bits, f"{name}_rp")
@@ -486,9 +495,8 @@ class RingFifo:
         deq = (held != 0) & self.deq.ready
         self.enq.ready <<= ~full | deq
         enq = self.enq.fire
-        incoming = self.enq.data
-        for i, d in enumerate(data):
-            d.next <<= pyrtl.select(enq & (wp == i), incoming, d)
+        mem = pyrtl.MemBlock(width, bits, f"{name}_mem", asynchronous=True)
+        mem[wp] <<= pyrtl.MemBlock.EnabledWrite(self.enq.data, enq)
 
         def step(p):
             return pyrtl.select(p == depth - 1, Const(0, bits), (p + 1)[:bits])
@@ -496,8 +504,7 @@ class RingFifo:
         wp.next <<= pyrtl.select(enq, step(wp), wp)
         rp.next <<= pyrtl.select(deq, step(rp), rp)
         held.next <<= (held + enq - deq)[:held.bitwidth]
-        head = data[0] if depth == 1 else pyrtl.mux(rp, *data, default=data[0])
-        self.deq.drive(held != 0, head)
+        self.deq.drive(held != 0, mem[rp])
         self.count = named(held, f"{name}_count")
         self.full = named(full, f"{name}_full")
 
@@ -532,6 +539,16 @@ def fit(wire, width: int) -> WireVector:
     """``wire`` zero-extended or truncated to ``width`` bits (unsigned)."""
     wire = pyrtl.as_wires(wire)
     return wire.zero_extended(width) if wire.bitwidth < width else wire[:width]
+
+
+def data_register(width: int, name: str) -> pyrtl.Register:
+    """A register that only carries data no control depends on (a delay line): the Verilog
+    export leaves it out of the reset (:func:`tcu_hw.verilog.verilog`), so synthesis may build
+    a chain of them as shift-register LUTs (Xilinx SRL) instead of flip-flops. After a reset
+    it holds stale data until new data shifts in; PyRTL's simulation starts it at 0."""
+    reg = pyrtl.Register(width, name)
+    reg.no_reset = True
+    return reg
 
 
 def named(value, name: str) -> WireVector:

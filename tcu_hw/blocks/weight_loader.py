@@ -20,7 +20,7 @@ Two counters keep program order between the two paths (``TOKEN_BITS`` wide, wrap
 
 - ``done``: LoadWeights whose last vector has been pushed. The first MatMul after a group
   of LoadWeights carries ``switch`` and ``token`` (LoadWeights enqueued before it); it may
-  enter the array (and switch banks) only once ``done`` reaches ``token``.
+  enter the array (and switch tiles) only once ``done`` reaches ``token``.
 - ``switched``: bank switches so far (driven by the compute unit). A LoadWeights carries
   ``epoch`` (switching MatMuls enqueued before it) and may push only once ``switched``
   reaches it: the bank it loads is then no longer waiting to be switched to.

@@ -301,7 +301,7 @@ def test_speech_program_on_the_core(speech, index):
 # ------------------------------------------------------------------------------- throughput
 
 THROUGHPUT_ARCH = Architecture("FP16BP8", 4, 4096, 256, 1024, 256, 1, 4, 4)
-FILL = 4 + 5          # array latency n + decode, queue, issue, read and accumulator stages
+FILL = (4 + 1) + 5    # array latency n + 1, decode, queue, issue, read and accumulator stages
 
 
 def _throughput_cases(n):
@@ -314,10 +314,14 @@ def _throughput_cases(n):
                                                            MatMul(100 + k, 0, k, 0, 0))], 60 * (n + 2)
     yield "simd_runs", [SIMD(SimdOp.ZERO, 0, 0, 1)] + [
         SIMD(SimdOp.MAX, 0, 1, 0, read_address=k, write_address=128 + k, read=True, write=True)
-        for k in range(120)], 121
+        for k in range(120)], 121 + 1                    # + 1: SIMD results enter from t2
+    yield "simd_then_matmul", tile + [SIMD(SimdOp.MAX, 0, 1, 0, read_address=k,
+                                           write_address=128 + k, read=True, write=True)
+                                      for k in range(10)] + [MatMul(100, 0, 0, 0, 15)], \
+        1 + 10 + 1 + 16          # LoadWeights dispatched (pushes hidden), one bubble at the seam
     yield "simd_accumulate", [SIMD(SimdOp.MULTIPLY, 0, 1, 0, read_address=k, write_address=200,
                                    read=True, write=True, accumulate=True)
-                              for k in range(100)], 100
+                              for k in range(100)], 100 + 1
 
 
 @pytest.mark.parametrize("name, program, ideal", list(_throughput_cases(4)),

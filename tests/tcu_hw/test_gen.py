@@ -138,6 +138,20 @@ def test_memory_implementation_hints():
     assert text.count("_ram_sdp #(.WIDTH(128), .ADDR(11), .DEPTH(2048))") == 2
 
 
+def test_data_registers_leave_the_reset():
+    """The array's input delay line (``data_register``) is updated in an always block of its
+    own, without reset or enable, so synthesis may map it to shift-register LUTs; control
+    registers keep their reset."""
+    text = generated("cmoda7", 64)
+    resets = text[text.index("        if (rst) begin\n"):text.index("        end else begin\n")]
+    assert "array_x1_d0 <=" not in resets and "array_x3_d2 <=" not in resets
+    assert "cu_t1_valid <= 1'd0;" in resets and "array_s0_valid <= 1'd0;" in resets
+    own = re.search(r"    always @\(posedge clk\) begin\n((?:        array_x\d+_d\d+ <= [^;]*;\n)+)"
+                    r"    end\n", text)
+    assert own and own.group(1).count("<=") == 6                    # 1 + 2 + 3 for n = 4
+    assert text.count("array_x2_d1 <=") == 1
+
+
 def test_reset_polarity_option():
     assert ".rst(~reset)" in generated("cmoda7", 64)          # Tensil's active-low reset
     high = generated("cmoda7", 64, reset_active_low=False)

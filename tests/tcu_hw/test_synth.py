@@ -1,10 +1,13 @@
 """The generated Verilog through open synthesis flows (issue 14): Yosys ``synth_ecp5`` and
 ``synth_xilinx`` take the default top of a small architecture unchanged and map every
-memory to block RAM (DP16KD; RAMB36/RAMB18), none to registers or LUT RAM."""
+architectural memory (local memory, accumulators) to block RAM (DP16KD; RAMB36/RAMB18), none
+to registers; only the few-entry FIFOs (``RingFifo``) go to distributed RAM."""
 
 from __future__ import annotations
 
 import json
+import math
+import re
 import shutil
 import subprocess
 
@@ -19,9 +22,10 @@ pytestmark = pytest.mark.skipif(YOSYS is None,
 
 #: 4×4 FP16BP8 with 1,024-word local memory and 512-word accumulators
 ARCH = Architecture("FP16BP8", 4, 1024, 512, 1024, 1024, 1, 4, 4)
-FLOWS = {"ecp5": ("synth_ecp5", ("DP16KD",), ("TRELLIS_DPR16X4",)),
+#: flow: (command, block RAM cells, LUT RAM cells, data bits per LUT RAM cell at depth <= 16)
+FLOWS = {"ecp5": ("synth_ecp5", ("DP16KD",), ("TRELLIS_DPR16X4",), 4),
          "xilinx": ("synth_xilinx -family xc7", ("RAMB36E1", "RAMB18E1"),
-                    ("RAM32M", "RAM64M", "RAM32X1D", "RAM64X1D", "RAM128X1D", "RAM256X1S"))}
+                    ("RAM32M", "RAM64M", "RAM32X1D", "RAM64X1D", "RAM128X1D", "RAM256X1S"), 6)}
 
 
 @pytest.fixture(scope="module")
@@ -29,13 +33,14 @@ def design(tmp_path_factory):
     text, rams = verilog_and_rams(ARCH, Options(axi_data_width=64), "small")
     d = tmp_path_factory.mktemp("synth")
     (d / "top_small.v").write_text(text)
-    return d, rams
+    fifos = [int(w) + 1 for w in re.findall(r"^\s*reg\[(\d+):0\] \w+_mem\[\d+:0\];", text, re.M)]
+    return d, rams, fifos
 
 
 @pytest.mark.parametrize("flow", FLOWS)
 def test_every_memory_maps_to_block_ram(design, flow):
-    d, rams = design
-    command, block, lutram = FLOWS[flow]
+    d, rams, fifos = design
+    command, block, lutram, per_cell = FLOWS[flow]
     script = (f"read_verilog top_small.v; {command} -top top_small; "
               f"tee -q -o {flow}.json stat -json")
     run = subprocess.run([YOSYS, "-q", "-p", script], cwd=d, capture_output=True, text=True,
@@ -44,7 +49,10 @@ def test_every_memory_maps_to_block_ram(design, flow):
     cells = json.loads((d / f"{flow}.json").read_text())["design"]["num_cells_by_type"]
     assert not [c for c in cells if "mem" in c.lower()], cells         # nothing left unmapped
     assert sum(cells.get(c, 0) for c in block) > 0, cells
-    assert sum(cells.get(c, 0) for c in lutram) == 0, cells
+    # LUT RAM: the FIFOs' memories and nothing more
+    assert len(fifos) == 4, fifos                   # two write-data skids, two read FIFOs
+    assert 0 < sum(cells.get(c, 0) for c in lutram) <= sum(math.ceil(w / per_cell)
+                                                           for w in fifos), cells
     # the memories hold more bits than the whole design has flip-flops: not in registers
     bits = sum(r.width * r.depth * (2 if r.kind == "sdp" and r.reads > 1 else 1) for r in rams)
     flops = sum(v for c, v in cells.items() if c.startswith(("TRELLIS_FF", "FD")))

@@ -204,6 +204,20 @@ def test_queue_keeps_order_under_random_back_pressure(kind, depth):
     assert tr["full"].any()
 
 
+def test_ring_fifo_keeps_its_entries_in_a_memory():
+    """RingFifo's storage is one memory with a combinational read (distributed RAM in
+    synthesis), written once per entry: no entry registers."""
+    block = pyrtl.Block()
+    with pyrtl.set_working_block(block):
+        RingFifo(Struct(a=60, b=70), 3, "skid")
+    mems = {net.op_param[1] for net in block.logic if net.op in "m@"}
+    assert [m.name for m in mems] == ["skid_mem"]
+    mem = next(iter(mems))
+    assert mem.asynchronous and mem.bitwidth == 130 and mem.addrwidth == 2
+    regs = sum(r.bitwidth for r in block.wirevector_subset(pyrtl.Register))
+    assert regs < 10                                     # pointers and count only
+
+
 # ---------------------------------------------------------- AXI: a slave that waits
 
 def _waiting_slave(m: AxiMaster, beat_bits: int, name: str = "slave"):
