@@ -700,13 +700,15 @@ def core_pages() -> list[Page]:
               "Cycles from the start of the run:")
     pages = [
         ("Decoder", "tcu_hw.blocks.decoder", "decoder = Decoder(layout, word)", dec, [
-            ("instruction valid", named("dec_valid"), "bit"), ("opcode", "fields.opcode", "int"),
-            "to_compute", "to_dram", ("dispatch", named("dec_dispatch"), "bit"),
+            ("instruction valid", named("dec_valid"), "bit"),
+            ("incoming opcode", "fields.opcode", "int"),
+            ("to_compute", named("dec_to_compute_q"), "bit"),
+            ("to_dram", named("dec_to_dram_q"), "bit"), ("dispatch", named("dec_dispatch"), "bit"),
             ("waits for compute", named("dec_conflict_with_compute"), "bit"),
             ("waits for DRAM", named("dec_conflict_with_dram"), "bit"),
             ("pc", core.cfg.pc, "int")],
-         common + " the decoder classifies the instruction in the decode register "
-         "(`to_compute`, `to_dram`); the core dispatches one instruction per cycle unless it "
+         common + " the decoder classifies each incoming instruction (`incoming opcode`) "
+         "and the decode register holds its class (`to_compute`, `to_dram`); the core dispatches one instruction per cycle unless it "
          "writes local memory where an instruction still in flight in the other unit reads "
          "or writes. An instruction that only reads is dispatched at once and its reads are "
          "chained: the MatMul reads each input vector right after the DRAM0 load writes it "
@@ -727,7 +729,7 @@ def core_pages() -> list[Page]:
          "(`array.weights.valid`) while the MatMul waits for its pushes (`stall: push`, after "
          "its inputs arrived); then one micro-op (one vector) issues per cycle: the 4 MatMul "
          "vectors, the SIMD and the move vectors follow each other; results reach the "
-         "accumulators n cycles after they enter the array.",
+         "accumulators n + 1 cycles after they enter the array.",
          lambda: ComputeUnit(lay, arch.dtype)),
         ("DramEngine", "tcu_hw.blocks.dram_engine",
          "dram = DramEngine(arch.layout, vector_bits=64)", de, [

@@ -110,7 +110,8 @@ class ComputeUnit:
         stall: output (1), work waiting.
         chain_stall: output (1), waiting only for a chained local read (``local_wait``).
         weight_wait: output (1), waiting only for weights: a switching MatMul for the
-            loader's pushes (without the loader: a push for a bank still in use).
+            loader's pushes (without the loader: a push while the tile in use is only in the
+            array's staging chain).
         uop_matmul: output (1), a MatMul vector entered the array.
         weight_push: output (1), a weight vector was pushed into the array.
         array_busy, acc_busy: outputs (1), activity of the array and the accumulators.
@@ -282,7 +283,7 @@ class ComputeUnit:
             simd.lut.drive(t1c[LUT], table=t1.table, index=t1_index, data=local_data)
 
         x = pyrtl.select(t1.zeroes, zero, local_data)
-        switching = named(t1c[MM] & t1.switch & (t1_index == 0), f"{name}_bank_switch")
+        switching = named(t1c[MM] & t1.switch & (t1_index == 0), f"{name}_tile_switch")
         array.input.drive(t1_enters | t2_enters, passthrough=~t1c[MM],
                           data=pyrtl.select(t1c[MM], x, pyrtl.select(t2_enters, simd.out,
                                                                      local_data)),

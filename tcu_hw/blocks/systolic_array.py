@@ -84,7 +84,8 @@ class SystolicArray:
         stages: list of ``valid`` (1) / ``tag`` outputs, the n + 1 pipeline stages (the
             entry stage, then the partial sums after each row; for hazard checks).
         fresh: output (1), the tile in use is in the staging chain only (its copy waits
-            for the previous tile's vectors to read C); pushes wait.
+            for the previous tile's vectors to read C); a push waits unless the copy is taken
+            in its cycle.
         pending: output (1), the staging chain has been pushed into since the last switch.
 
     Latency: n + 1 cycles from ``input`` to ``output``; a push affects the next vector that

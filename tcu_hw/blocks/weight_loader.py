@@ -1,7 +1,7 @@
 """Weight loader: LoadWeights pushed from local memory beside the compute sequencer.
 
-The systolic array double-buffers its weights: MatMuls use one bank while pushes load the
-other. Pushing through the compute sequencer's one-vector-per-cycle slot still costs
+The systolic array double-buffers its weights: MatMuls use the tile in use while pushes
+shift the next one into the staging chain. Pushing through the compute sequencer's one-vector-per-cycle slot still costs
 n + 1 cycles per tile; this loader runs the LoadWeights of the *next* tile while the
 current tile's MatMuls stream through the sequencer, so a tile switch costs nothing when
 the tile's MatMuls take at least as long as the next tile's pushes::
@@ -21,12 +21,12 @@ Two counters keep program order between the two paths (``TOKEN_BITS`` wide, wrap
 - ``done``: LoadWeights whose last vector has been pushed. The first MatMul after a group
   of LoadWeights carries ``switch`` and ``token`` (LoadWeights enqueued before it); it may
   enter the array (and switch tiles) only once ``done`` reaches ``token``.
-- ``switched``: bank switches so far (driven by the compute unit). A LoadWeights carries
+- ``switched``: tile switches so far (driven by the compute unit). A LoadWeights carries
   ``epoch`` (switching MatMuls enqueued before it) and may push only once ``switched``
-  reaches it: the bank it loads is then no longer waiting to be switched to.
+  reaches it: the tile it loads is then no longer waiting to be switched to.
 
-A push also waits for ``push_ok_next`` (vectors in flight still reading the bank it
-overwrites) and for ``local_wait`` (an earlier instruction has still to write the word it
+A push also waits for ``push_ok_next`` (the tile in use still only in the staging chain
+it shifts) and for ``local_wait`` (an earlier instruction has still to write the word it
 reads). A LoadWeights with the ``zeroes`` flag pushes zero vectors without reading.
 """
 

@@ -149,6 +149,7 @@ def test_explicit_switch_pushes_beside_vectors(n):
     pushed = [0] * len(tiles)              # pushes done per tile (row n-1 first, bias last)
     entered = [0] * len(tiles)
     switched, ok_next, out, want = -1, 1, [], []
+    predicted = []                         # (push_ok_next of cycle t, push_ok of cycle t+1)
     for _ in range(2000):
         step = dict(valid=0, data=0, switch=0, push=0, wdata=0)
         step["pass"] = 0
@@ -171,6 +172,7 @@ def test_explicit_switch_pushes_beside_vectors(n):
             entered[v] += 1
             switched = v if first else switched
         sim.step({f"in_{k}": val for k, val in step.items()})
+        predicted.append((ok_next, sim.inspect(arr.push_ok.name)))
         ok_next = sim.inspect(arr.push_ok_next.name)
         if sim.inspect(arr.output.valid.name):
             out.append(sim.inspect(arr.output.payload.data.name))
@@ -178,3 +180,7 @@ def test_explicit_switch_pushes_beside_vectors(n):
     want = np.array(want)
     got = np.array([lanes.from_int(v, n, 16) for v in out])
     assert len(out) == len(want) and np.array_equal(got, want)
+    # push_ok_next is exact, not just safe: it is next cycle's push_ok
+    assert all(a == b for a, b in predicted[1:])
+    if n >= 4:                             # (smaller arrays copy at once: pushes never wait)
+        assert not all(b for _, b in predicted)
