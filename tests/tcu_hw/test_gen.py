@@ -16,7 +16,8 @@ import pytest
 from tcu_hw.arch import Options, preset
 from tcu_hw.gen import main
 from tcu_hw.top import port_list
-from tcu_hw.verilog import verilog, verilog_ports, waiver
+from tcu_hw.pyrtl_compat import PyrtlVersionError
+from tcu_hw.verilog import verilog, verilog_ports, waiver, without_reset
 
 # Tensil's printed summary for pynqz1 (Tensil documentation, PYNQ-Z1 tutorial)
 PYNQZ1_SUMMARY = """\
@@ -150,6 +151,20 @@ def test_data_registers_leave_the_reset():
                     r"    end\n", text)
     assert own and own.group(1).count("<=") == 6                    # 1 + 2 + 3 for n = 4
     assert text.count("array_x2_d1 <=") == 1
+
+
+def test_moving_registers_out_of_the_reset_needs_pyrtls_register_block():
+    text = ("    always @(posedge clk) begin\n        if (rst) begin\n            a <= 4'd0;\n"
+            "            b <= 4'd0;\n        end else begin\n            a <= b;\n"
+            "            b <= x;\n        end\n    end\n")
+    moved = without_reset(text, ["a"])
+    assert moved.startswith("    always @(posedge clk) begin\n        a <= b;\n    end\n")
+    assert "a <= 4'd0" not in moved and "b <= 4'd0" in moved and moved.count("a <=") == 1
+    with pytest.raises(PyrtlVersionError, match="register 'c' not found.*tested with PyRTL"):
+        without_reset(text, ["c"])
+    with pytest.raises(PyrtlVersionError, match="no register block with a synchronous reset"):
+        without_reset(text.replace("if (rst)", "if (reset)"), ["a"])
+    assert without_reset("anything", []) == "anything"
 
 
 def test_reset_polarity_option():
