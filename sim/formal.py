@@ -68,6 +68,7 @@ from typing import Callable
 
 from tcu_hw.arch import Architecture, Options
 from tcu_hw.blocks.axi import AXI_INPUTS, AXI_PORT_ORDER, BOUNDARY, MAX_BURST, axi_signal
+from tcu_hw.blocks.dram_engine import SKID_DEPTH
 from tcu_hw.errors import TcuError, run_cli
 from tcu_hw.isa import DRAM_OFFSET_SHIFT, DataMove, LoadWeights, MatMul, clog2
 from tcu_hw.top import port_list
@@ -559,6 +560,9 @@ def _assert_handshake(h: _Harness, design: str, k: int, payload: bool) -> None:
                     f"!{p}awvalid && !{p}wvalid);")
     body += ["        // lemmas (white-box, for induction): the master's outstanding bursts are the"
              " slave's", _lemma_outstanding(h, design, k)]
+    if payload:
+        body += ["        // and the write skid (W beats come from its head) is a consistent ring",
+                 _lemma_ring(h, design, f"dram_c{k}_skid", SKID_DEPTH, f"{d}lemma_skid")]
     h.add("    always @(*) begin\n" + "\n".join(body) + "\n    end")
 
 
@@ -570,6 +574,16 @@ def _lemma_outstanding(h: _Harness, design: str, k: int) -> str:
     writes = h.probe(design, f"dram{k}_axi_writes_out")
     return (f"        if (!f_init) {d}lemma_reads: assert ({reads} == {d}rq_count);\n"
             f"        if (!f_init) {d}lemma_writes: assert ({writes} == {d}awq_count + {d}bpend);")
+
+
+def _lemma_ring(h: _Harness, design: str, ring: str, depth: int, label: str) -> str:
+    """A lemma (white-box, for induction): the :class:`~tcu_hw.blocks.stream.RingFifo`
+    ``ring`` of ``depth`` entries holds as many as its pointers say, so an entry held is
+    never written over."""
+    wp, rp, held = (h.probe(design, f"{ring}_{r}") for r in ("wp", "rp", "held"))
+    return (f"        if (!f_init) {label}: assert ({wp} < {depth} && {rp} < {depth} && "
+            f"({held} == {depth} ? {wp} == {rp} : {held} == ({wp} + {depth} - {rp}) % "
+            f"{depth}));")
 
 
 def _cover(h: _Harness, name: str, cond: str) -> None:

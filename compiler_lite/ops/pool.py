@@ -2,10 +2,18 @@
 vectors in the accumulators. Padding positions are skipped (they never win a max). A ReLU just
 before the pool is folded into it: the chain starts from zero (``relu(max) = max(0, …)``), so
 the ReLU costs one instruction per pooled vector instead of one per input vector.
+
+The smallest partition of a pool is one output pixel, and it holds in the accumulators the
+span of input vectors from its window's first pixel to its last (``KH - 1`` frame rows and
+more, times the vectors per pixel). When that span does not fit, the channels are pooled in
+groups small enough that it does (channels never mix in a max), each group from a compact
+copy of its channels (a layer of its own, so that the pool's partitions stage the group's
+vectors, not the whole input's), and the output is the groups' concatenation (a view).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -31,7 +39,66 @@ def _standard_lanes(gr, C: int, n: int) -> bool:
     return np.array_equal(gr.lane, c % n) and np.array_equal(gr.off[gr.slot], c // n)
 
 
+def _taps(N: int, S0: int, S1: int, out_hw, kernel, strides, dil, pads):
+    """Per window tap: (output pixel coordinates n, r, c; input pixel i0, i1; inside) of every
+    output pixel, ``inside`` False where the tap falls in the padding."""
+    Ho, Wo = out_hw
+    nn, rr, cc = (a.ravel() for a in np.meshgrid(np.arange(N), np.arange(Ho), np.arange(Wo),
+                                                  indexing="ij"))
+    for kh in range(kernel[0]):
+        for kw in range(kernel[1]):
+            i0 = rr * strides[0] + kh * dil[0] - pads[0]
+            i1 = cc * strides[1] + kw * dil[1] - pads[2]
+            ok = (i0 >= 0) & (i0 < S0) & (i1 >= 0) & (i1 < S1)
+            yield nn, rr, cc, i0, i1, ok
+
+
+def window_pixels(frame, out_hw, kernel, strides, dil, pads) -> int:
+    """The most frame pixels from the first to the last of one output pixel's window: the
+    input one output pixel holds in the accumulators is that many pixels' vectors."""
+    px = replace(frame, Cb=1)
+    lo = hi = None
+    for nn, _, _, i0, i1, ok in _taps(frame.N, frame.S0, frame.S1, out_hw, kernel, strides,
+                                      dil, pads):
+        at = np.where(ok, px.pixel(nn, i0, i1), -1)
+        hi = at if hi is None else np.maximum(hi, at)
+        at = np.where(ok, at, np.iinfo(np.int64).max)
+        lo = at if lo is None else np.minimum(lo, at)
+    real = hi >= 0
+    return int((hi[real] - lo[real]).max()) + 1 if real.any() else 1
+
+
 def max_pool(ctx: Lowering, node, x_name: str, kernel, strides, dil, pads) -> None:
+    """Pool ``x_name`` into ``node``'s output: in one go when one output pixel's window fits
+    the accumulators, else in channel groups (see the module docstring)."""
+    x = ctx.tensor(x_name)
+    N, C = x.shape[:2]
+    out = node.outputs[0]
+    out_shape = ctx.g.shape(out)
+    frame = ctx.frame_for(x.shape)
+    per_pixel = window_pixels(frame, spatial(out_shape), kernel, strides, dil, pads) + 1
+    depth = ctx.arch.accumulator_depth
+    cb = frame.Cb
+    while cb > 1 and per_pixel * cb > depth:
+        cb //= 2
+    if cb == frame.Cb or per_pixel * cb > depth:    # fits whole, or not even one block
+        _pool(ctx, x_name, out, out_shape, kernel, strides, dil, pads)
+        return
+    step = cb * ctx.n
+    parts = []
+    for c0 in range(0, C, step):
+        part = f"{out}:c{c0}"
+        got = ctx.copy_layer(Tensor(x.idx[:, c0:c0 + step]), f"{x_name}:c{c0}")
+        ctx.set(f"{x_name}:c{c0}", got[1], internal=True)
+        ctx.close()                 # a layer of its own: the pool then stages it densely
+        _pool(ctx, f"{x_name}:c{c0}", part, (N, min(step, C - c0), *out_shape[2:]), kernel,
+              strides, dil, pads)
+        parts.append(ctx.tensor(part).idx)
+    ctx.set(out, Tensor(np.concatenate(parts, axis=1)))
+
+
+def _pool(ctx: Lowering, x_name: str, out: str, out_shape, kernel, strides, dil, pads) -> None:
+    """One max pool of ``x_name`` into a new tensor ``out``."""
     x = ctx.tensor(x_name)
     n = ctx.n
     N, C = x.shape[:2]
@@ -43,7 +110,6 @@ def max_pool(ctx: Lowering, node, x_name: str, kernel, strides, dil, pads) -> No
         ctx.begin(buf0, ctx.copy_step(x, t0))
         ctx.set(name, t0, internal=True)
         x_name, x = name, t0
-    out = node.outputs[0]
     got = ctx.extend(x_name, allow_reduce=False)
     if got is None:             # a copy of the input that only the windows read
         got = ctx.copy_layer(x, f"{out}:window")
@@ -51,24 +117,16 @@ def max_pool(ctx: Lowering, node, x_name: str, kernel, strides, dil, pads) -> No
     layer, t = got
     src = layer.out
     gr = groups(Tensor(t.idx.reshape(N, C, S0, S1)), (0, 2, 3), (1,), n)
-    out_shape = ctx.g.shape(out)
-    Ho, Wo = spatial(out_shape)
     buf, y = ctx.new_activation(out, out_shape)
     F = buf.frame
     nblk = -(-C // n)
-    KH, KW = kernel
-    nn, rr, cc = (a.ravel() for a in np.meshgrid(np.arange(N), np.arange(Ho), np.arange(Wo),
-                                                  indexing="ij"))
     lists = []                                  # per tap: (out vectors, src vectors)
-    for kh in range(KH):
-        for kw in range(KW):
-            i0 = rr * strides[0] + kh * dil[0] - pads[0]
-            i1 = cc * strides[1] + kw * dil[1] - pads[2]
-            ok = (i0 >= 0) & (i0 < S0) & (i1 >= 0) & (i1 < S1)
-            base = gr.base[nn[ok], i0[ok], i1[ok]] - src.start
-            opix = F.pixel(nn[ok], rr[ok], cc[ok])
-            for cb in range(nblk):
-                lists.append((opix + cb, base + cb))
+    for nn, rr, cc, i0, i1, ok in _taps(N, S0, S1, spatial(out_shape), kernel, strides, dil,
+                                        pads):
+        base = gr.base[nn[ok], i0[ok], i1[ok]] - src.start
+        opix = F.pixel(nn[ok], rr[ok], cc[ok])
+        for cb in range(nblk):
+            lists.append((opix + cb, base + cb))
     ov = np.concatenate([a for a, _ in lists])
     sv = np.concatenate([b for _, b in lists])
     order = np.argsort(ov, kind="stable")

@@ -50,6 +50,11 @@ from .stream import (SINK, SOURCE, DramPort, RegFifo, RingFifo, Stream, Struct, 
 ID_BITS = 6
 BOUNDARY = 4096                 # bytes: no burst crosses a multiple of this (AXI4)
 MAX_BURST = 256                 # beats of an INCR burst (AXI4)
+#: requests a master holds (the one it serves, the next one)
+REQUEST_DEPTH = 2
+#: write bursts whose AW may be presented before their data is sent: AW runs ahead of W by
+#: this much (W, one beat a cycle, is the bottleneck; bursts are up to 256 beats)
+WRITES_AHEAD = 4
 
 
 def axi_channels(data_width: int) -> dict[str, tuple[str, Struct]]:
@@ -108,7 +113,9 @@ class AxiMaster:
         data_width: AXI data bits (8 · a power of two; divides ``lanes · slot_bits``).
         slot_bits: bits a scalar occupies in DRAM (≥ ``lane_bits``; default ``lane_bits``).
         max_burst: beats per burst, 1..256.
-        max_outstanding: read bursts in flight; write bursts presented with data unsent.
+        max_outstanding: read bursts in flight.
+        writes_ahead: write bursts presented on AW whose W beats are not all sent (each
+            holds its length for WLAST).
         name: prefix of the wires (``<name>_<port>_*``) and registers (``<name>_axi_*``).
 
     Ports:
@@ -124,13 +131,16 @@ class AxiMaster:
         slave_wait: output (1), this cycle the master waits on the slave and nothing moves.
 
     ``beats_per_vector`` is a Python int. Latency: a request reaches AR/AW two cycles after
-    it is accepted; a read vector's last beat on R reaches ``rdata`` one cycle later; write
-    data is accepted ahead of its AW.
+    it is accepted; a read vector's last beat on R reaches ``rdata`` one cycle later. A write
+    vector is sent from ``core.wdata`` as it is offered (its first beat in the same cycle,
+    once its burst's AW is presented; W never waits for AWREADY) and taken (``wdata.ready``)
+    with its last beat, so the core must hold it until then: the master keeps no copy.
     """
 
     def __init__(self, addr_bits: int, len_bits: int, lanes: int, lane_bits: int,
                  data_width: int, slot_bits: int | None = None, max_burst: int = MAX_BURST,
-                 max_outstanding: int = 16, name: str = "dram0") -> None:
+                 max_outstanding: int = 16, writes_ahead: int = WRITES_AHEAD,
+                 name: str = "dram0") -> None:
         n, w = lanes, lane_bits
         slot = slot_bits or lane_bits
         dw = data_width
@@ -138,9 +148,9 @@ class AxiMaster:
         if dw < 8 or dw & (dw - 1) or vbits % dw or slot < w:
             raise ValueError(f"AXI master {name!r}: data width {dw} must be 8 · a power of two "
                              f"dividing a vector of {n} × {slot} bits (slots ≥ {w} bits)")
-        if not 1 <= max_burst <= MAX_BURST or max_outstanding < 1:
-            raise ValueError(f"AXI master {name!r}: max_burst must be 1..{MAX_BURST} and "
-                             f"max_outstanding at least 1")
+        if not 1 <= max_burst <= MAX_BURST or max_outstanding < 1 or writes_ahead < 1:
+            raise ValueError(f"AXI master {name!r}: max_burst must be 1..{MAX_BURST}, "
+                             f"max_outstanding and writes_ahead at least 1")
         beats = vbits // dw                                  # beats per vector (>= 1)
         beat_bytes, vector_bytes = dw // 8, vbits // 8
         self.beats_per_vector = beats
@@ -154,9 +164,13 @@ class AxiMaster:
         aw, wch, b, ar, r = self.aw, self.w, self.b, self.ar, self.r
 
         # ------------------------------------------------------------------ requests
-        rq = RegFifo(self.core.req.fields, 2, f"{name}_axi_requests")
+        rq = RingFifo(self.core.req.fields, REQUEST_DEPTH, f"{name}_axi_requests")
         connect(self.core.req.flipped(), rq.enq)
         head = rq.deq.payload
+        # write requests queued (for writes_done; the ring's entries are not visible)
+        queued_writes = Register(clog2(REQUEST_DEPTH + 1), f"{name}_axi_queued_writes")
+        queued_writes.next <<= (queued_writes + (rq.enq.fire & rq.enq.payload.write) -
+                                (rq.deq.fire & head.write))[:queued_writes.bitwidth]
 
         beat_count_bits = max(len_bits + clog2(beats) + 1, 14)      # >= beats in 4 KiB
         active = Register(1, f"{name}_axi_active")
@@ -194,7 +208,7 @@ class AxiMaster:
 
         # a write burst's length goes to the W side when its AW is first presented, so W
         # never waits for AWREADY; "full" is a register, so AWVALID never waits on WREADY
-        wlens = RegFifo(8, max_outstanding, f"{name}_axi_wlens")
+        wlens = RegFifo(8, writes_ahead, f"{name}_axi_wlens")
         aw_logged = Register(1, f"{name}_axi_aw_logged")       # this burst's length is queued
         can_read = active & ~writing & (writes_out == 0) & (reads_out < max_outstanding)
         may_write = active & writing & (reads_out == 0)
@@ -231,14 +245,15 @@ class AxiMaster:
                 return vector
             return join([lane[:w] for lane in split(vector, n)])
 
+        # W beats are cut from the core's write vector where it waits (the core holds it
+        # until the last beat is sent: wdata.ready); nothing is copied here
         wdata = self.core.wdata
-        wvec = Register(vbits, f"{name}_axi_wvec")
-        wfull = Register(1, f"{name}_axi_wfull")
         wbeat = Register(max(clog2(beats), 1), f"{name}_axi_wbeat")
         wcount = Register(8, f"{name}_axi_wcount")                    # beat within the burst
+        wvec = to_slots(wdata.payload.data)
         beats_out = [wvec[k * dw:(k + 1) * dw] for k in range(beats)]
         wlast = wcount == wlens.deq.payload.data
-        wch.drive(wfull & wlens.deq.valid, id=0, strb=(1 << (dw // 8)) - 1, last=wlast,
+        wch.drive(wdata.valid & wlens.deq.valid, id=0, strb=(1 << (dw // 8)) - 1, last=wlast,
                   data=pyrtl.mux(wbeat, *beats_out, default=Const(0, dw)) if beats > 1
                   else beats_out[0])
         w_fire = wch.fire
@@ -248,10 +263,7 @@ class AxiMaster:
                                                           (wcount + 1)[:8]), wcount)
         wbeat.next <<= pyrtl.select(w_fire, pyrtl.select(vector_sent, Const(0, wbeat.bitwidth),
                                                          (wbeat + 1)[:wbeat.bitwidth]), wbeat)
-        wdata.ready <<= ~wfull | vector_sent
-        take = wdata.fire
-        wfull.next <<= take | (wfull & ~vector_sent)
-        wvec.next <<= pyrtl.select(take, to_slots(wdata.payload.data), wvec)
+        wdata.ready <<= vector_sent
 
         # ------------------------------------------------------------------ read data
         vectors = RingFifo(n * w, 2, f"{name}_axi_rvectors")
@@ -285,12 +297,9 @@ class AxiMaster:
         self.slave_wait = named((offered | owed) & ~moved & ~(r.valid & ~r.ready),
                                 f"{name}_slave_wait")
         self.idle = named(~rq.deq.valid & ~active & (reads_out == 0) & (writes_out == 0) &
-                          ~wfull & ~vectors.deq.valid, f"{name}_idle")
-        queued_write = Const(0, 1)
-        for e in rq.entries:
-            queued_write = queued_write | (e.valid & self.core.req.fields.unpack(e.record).write)
-        self.core.writes_done <<= ~queued_write & ~(active & writing) & (writes_out == 0) & \
-            ~wfull
+                          ~wdata.valid & ~vectors.deq.valid, f"{name}_idle")
+        self.core.writes_done <<= (queued_writes == 0) & ~(active & writing) & (writes_out == 0) & \
+            ~wdata.valid
 
     @classmethod
     def from_arch(cls, arch, options, addr_bits: int, len_bits: int, name: str = "dram0",

@@ -43,6 +43,10 @@ from .decoder import dram_struct, local_conflict, pending, stride_step
 from .stream import (SINK, DramPort, RamPort, RegFifo, RingFifo, SharedRead, Stream, fit,
                      named)
 
+#: write vectors a channel holds for its DRAM port (read from local memory ahead of the port;
+#: the AXI master sends its W beats from the head, in place)
+SKID_DEPTH = 3
+
 
 def round_robin(wants: list, name: str) -> list:
     """Grants for ``wants`` (1-bit wires), at most one, round robin: after a cycle in which
@@ -132,7 +136,7 @@ class _Channel:
         ls_step = Register(f.L, f"{name}_ls_step")
         ls_finished = Register(1, f"{name}_ls_finished")       # head moved, awaiting its pop
         ls_start = q.deq.valid & ~ls_active & ~ls_finished
-        skid = RingFifo(vec, 3, f"{name}_skid")                 # write data
+        skid = RingFifo(vec, SKID_DEPTH, f"{name}_skid")        # write data
         inflight = Register(1, f"{name}_read_inflight")
         self.local_wait = WireVector(1, f"{name}_local_wait")
         self.grant = WireVector(1, f"{name}_grant")
@@ -140,7 +144,7 @@ class _Channel:
 
         reading = ls_active & head.to_local                      # DRAM -> local
         writing = ls_active & ~head.to_local                     # local -> DRAM
-        room_skid = (skid.count + inflight) <= 2
+        room_skid = (skid.count + inflight) <= SKID_DEPTH - 1
         can_read = writing & room_skid & ~self.local_wait
         self.want = named((reading & p.rdata.valid) | can_read, f"{name}_want")
         p.rdata.ready <<= reading & self.grant

@@ -214,3 +214,39 @@ def test_fixed_point(name, arch):
         tol = TOL_LSB.get(name, 12)
         assert err <= tol * lsb(a), f"{o}: {err:.5f} = {err / lsb(a):.1f} LSB"
     assert not run.events
+
+
+# ------------------------------------------------------- pools wider than the accumulators
+
+#: max pools whose one-pixel window span (two frame rows and more, times the vectors per
+#: pixel) exceeds the small architecture's 256 accumulators: pooled in channel groups there
+WIDE_POOLS = {
+    "maxpool_3x3_wide": lambda: chain(
+        [node("MaxPool", ["x"], ["y"], kernel_shape=[3, 3], strides=[1, 1], pads=[1] * 4)],
+        {"x": (1, 30, 10, 18)}, ["y"]),
+    "maxpool_3x3_stride2_batch2_64ch": lambda: chain(
+        [node("MaxPool", ["x"], ["y"], kernel_shape=[3, 3], strides=[2, 2], pads=[1] * 4)],
+        {"x": (2, 64, 7, 32)}, ["y"]),
+    "relu_concat_upsampled_then_maxpool": lambda: chain(
+        [node("Resize", ["x", "", "sc"], ["u"], mode="nearest"), node("Relu", ["u"], ["r"]),
+         node("Concat", ["u", "r", "u"], ["c"], axis=1),
+         node("MaxPool", ["c"], ["y"], kernel_shape=[3, 3], strides=[1, 1], pads=[1] * 4),
+         node("Relu", ["y"], ["z"])],
+        {"x": (2, 10, 5, 9)}, ["c", "z"], {"sc": np.array([1, 1, 2, 2], np.float32)}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(WIDE_POOLS))
+@pytest.mark.parametrize("dtype", ["float", "fixed"])
+def test_maxpool_wider_than_the_accumulators_pools_channel_groups(name, dtype):
+    m, feeds = WIDE_POOLS[name]()
+    outs = [o.name for o in m.graph.output]
+    ref = ort_run(m, feeds)
+    for a in (small_arch(), preset("pynqz1")):
+        c, run = compile_and_run(m, float_arch(a) if dtype == "float" else a, feeds,
+                                 outputs=outs)
+        split = [lay.name for lay in c.layers if ":c0" in lay.name]
+        assert bool(split) == (a.accumulator_depth == 256), split
+        for o in outs:
+            tol = 1e-5 if dtype == "float" else 2 * lsb(a)
+            np.testing.assert_allclose(run.outputs[o], ref[o], rtol=0, atol=tol, err_msg=o)

@@ -329,6 +329,67 @@ def test_axi_master_with_a_slave_that_waits_for_awvalid_and_wvalid(max_burst, ba
     assert np.array_equal(unpack(sim.memory("readback")[:m_vectors], n, w), x)
 
 
+@requires_gcc
+def test_axi_master_sends_w_from_the_offered_vector_and_runs_aw_ahead_by_writes_ahead():
+    """Six one-vector write bursts (two beats each) with AWREADY always high: before the core
+    offers any data the master presents exactly ``writes_ahead`` AWs; then W beats are the
+    offered vector's halves, low half first, and the core's vector is taken exactly with its
+    last beat (the master keeps no copy), under a WREADY that comes and goes."""
+    n, w, dw, vectors, ahead = 4, 16, 32, 6, 2
+    x = np.random.default_rng(4).integers(-2000, 2000, (vectors, n))
+    block = pyrtl.Block()
+    with pyrtl.set_working_block(block):
+        axi = AxiMaster(12, 8, lanes=n, lane_bits=w, data_width=dw, max_burst=2,
+                        writes_ahead=ahead, name="m")
+        axi.offset <<= 0
+        axi.cache <<= 0
+        sig = axi.signals()
+        go, wready = pyrtl.Input(1, "go"), pyrtl.Input(1, "wready_in")
+        for s_, v in (("awready", 1), ("wready", wready), ("arready", 0), ("rvalid", 0),
+                      ("rdata", 0), ("rlast", 0), ("rid", 0), ("rresp", 0), ("bid", 0),
+                      ("bresp", 0)):
+            sig[s_] <<= v
+        w_fire = sig["wvalid"] & sig["wready"]
+        owed = pyrtl.Register(4, "owed")                  # B responses owed
+        owed.next <<= owed + (w_fire & sig["wlast"]) - (sig["bvalid"] & sig["bready"])
+        sig["bvalid"] <<= owed != 0
+        ctl = DramPort(12, 8, n * w, "ctl", side="core")
+        connect(ctl, axi.core)
+        ctl.rdata.ready <<= 1
+        rom = pyrtl.RomBlock(n * w, 3, [to_int(v, w) for v in x], name="rom",
+                             asynchronous=True, pad_with_zeros=True)
+        asked = pyrtl.Register(1, "asked")
+        ctl.req.drive(~asked, write=1, addr=0, len=vectors - 1)
+        asked.next <<= asked | ctl.req.fire
+        sent = pyrtl.Register(3, "sent")
+        ctl.wdata.drive(go & (sent < vectors), data=rom[sent])
+        sent.next <<= sent + ctl.wdata.fire
+        for nm, wire in (("aw_fire", sig["awvalid"] & sig["awready"]), ("w_fire", w_fire),
+                         ("wdata", sig["wdata"]), ("wlast", sig["wlast"]),
+                         ("taken", ctl.wdata.fire), ("idle", axi.idle)):
+            o = pyrtl.Output(wire.bitwidth, nm)
+            o <<= wire
+    sim = ArraySimulation(block=block)
+    trace = [sim.run_cycles(1, {"go": 0, "wready_in": 1}) for _ in range(30)]
+    assert sum(t["aw_fire"] for t in trace) == ahead and not any(t["w_fire"] for t in trace)
+    rng = np.random.default_rng(5)
+    beats, taken_at = [], []
+    for cycle in range(200):
+        t = sim.run_cycles(1, {"go": 1, "wready_in": int(rng.random() < 0.6)})
+        trace.append(t)
+        if t["w_fire"]:
+            beats.append(t["wdata"])
+            assert t["wlast"] == (len(beats) % 2 == 0)     # one-vector bursts: 2 beats
+        assert t["taken"] == (t["w_fire"] and len(beats) % 2 == 0)
+        if t["taken"]:
+            taken_at.append(len(beats))
+    assert trace[-1]["idle"]
+    assert sum(t["aw_fire"] for t in trace) == vectors
+    assert taken_at == [2 * (k + 1) for k in range(vectors)]
+    got = [(hi << dw) | lo for lo, hi in zip(beats[0::2], beats[1::2])]
+    assert got == [to_int(v, w) for v in x]
+
+
 # ---------------------------------------------------------------------- documentation
 
 def _section(doc: str, title: str) -> str:
