@@ -87,12 +87,12 @@ def max_pool(ctx: Lowering, node, x_name: str, kernel, strides, dil, pads) -> No
     step = cb * ctx.n
     parts = []
     for c0 in range(0, C, step):
-        part = f"{out}:c{c0}"
-        got = ctx.copy_layer(Tensor(x.idx[:, c0:c0 + step]), f"{x_name}:c{c0}")
-        ctx.set(f"{x_name}:c{c0}", got[1], internal=True)
+        part, group = f"{out}:c{c0}", f"{out}:in{c0}"
+        got = ctx.copy_layer(Tensor(x.idx[:, c0:c0 + step]), group)
+        ctx.set(group, got[1], internal=True)
         ctx.close()                 # a layer of its own: the pool then stages it densely
-        _pool(ctx, f"{x_name}:c{c0}", part, (N, min(step, C - c0), *out_shape[2:]), kernel,
-              strides, dil, pads)
+        _pool(ctx, group, part, (N, min(step, C - c0), *out_shape[2:]), kernel, strides, dil,
+              pads)
         parts.append(ctx.tensor(part).idx)
     ctx.set(out, Tensor(np.concatenate(parts, axis=1)))
 

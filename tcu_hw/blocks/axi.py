@@ -19,7 +19,7 @@ channels::
   that do not divide the vector are refused.
 - Bursts are at most ``max_burst`` (≤ 256) beats and never cross a 4 KiB boundary; AxSIZE =
   log2(data bytes), AxBURST = INCR, AxID = 0, WSTRB all ones, AxLOCK/AxPROT/AxQOS = 0.
-- Up to ``max_outstanding`` read bursts are in flight, and up to ``max_outstanding`` write
+- Up to ``max_outstanding`` read bursts are in flight, and up to ``writes_ahead`` write
   bursts presented whose data is not yet sent. Requests are served in order, and the
   direction only changes when the other direction is complete (all read data in before a
   write burst is issued, all write responses in before a read burst), so a read after a write
