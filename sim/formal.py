@@ -256,6 +256,14 @@ def _mut_move_payload(text: str, module: str) -> str:
                         "always @(posedge clk) formal_mut_q <= dram0_ar_valid & ~dram0_ar_ready;")
 
 
+def _mut_move_wdata(text: str, module: str) -> str:
+    width = wire_width(text, "dram0_w_data")
+    return _edit_assign(text, "dram0_w_data",
+                        lambda e: f"({e}) ^ {{{width - 1}'d0, formal_mut_q}}",
+                        "reg formal_mut_q;\n"
+                        "always @(posedge clk) formal_mut_q <= dram0_w_valid & ~dram0_w_ready;")
+
+
 def _mut_ready_path(text: str, module: str) -> str:
     return _edit_assign(text, "dram0_aw_valid", lambda e: f"({e}) & dram0_aw_ready")
 
@@ -326,6 +334,12 @@ MUTATIONS = {m.property: m for m in (
     Mutation("progress", "DRAM0 ARVALID waits for an ARREADY seen the cycle before",
              _mut_wait_ready),
 )}
+
+
+#: broken variants besides each property's own (``check(..., mutation=...)``): W data is
+#: cut from the write skid in place, so its stability gets a variant of its own
+MORE_MUTATIONS = {"payload_stable_w": Mutation(
+    "payload_stable", "DRAM0 WDATA bit 0 flips while WVALID waits", _mut_move_wdata)}
 
 
 # ------------------------------------------------------------------------------------------
@@ -1061,9 +1075,11 @@ def run_structural(workdir: Path, design: str, module: str) -> tuple[str, str, f
 
 def check(prop: str, arch: str = "2x2", mode: str | None = None, depth: int | None = None,
           broken: bool = False, solver: str = "yices", workdir: Path | None = None,
-          timeout: int | None = None, bound: int | None = None) -> Result:
+          timeout: int | None = None, bound: int | None = None,
+          mutation: Mutation | None = None) -> Result:
     """Check property ``prop`` on architecture ``arch`` (a key of :data:`ARCHS`) with its
-    default mode and depth unless given; ``broken`` checks the mutated design instead.
+    default mode and depth unless given; ``broken`` checks the mutated design instead
+    (its :data:`MUTATIONS` entry, or ``mutation``).
     ``workdir`` keeps the files (default: a temporary directory, removed)."""
     if prop not in PROPERTIES:
         raise FormalError(f"unknown property {prop!r}; properties: {', '.join(PROPERTIES)}")
@@ -1078,7 +1094,9 @@ def check(prop: str, arch: str = "2x2", mode: str | None = None, depth: int | No
         mode, depth = "structural", 0
     elif mode not in ("bmc", "prove", "cover"):
         raise FormalError(f"mode {mode!r}: use bmc, prove or cover")
-    design = design_text(fa, MUTATIONS[prop] if broken else None)
+    if mutation is not None and mutation.property != prop:
+        raise FormalError(f"mutation for {mutation.property} given to {prop}")
+    design = design_text(fa, (mutation or MUTATIONS[prop]) if broken else None)
     tmp = None
     if workdir is None:
         tmp = tempfile.TemporaryDirectory(prefix="tcu_formal_")

@@ -8,8 +8,9 @@ import re
 
 import pytest
 
-from sim.formal import (ARCHS, LEMMA, MUTATIONS, PROPERTIES, FormalError, check, check_all,
-                        design_text, harness, main, tools_missing, wire_width)
+from sim.formal import (ARCHS, LEMMA, MORE_MUTATIONS, MUTATIONS, PROPERTIES, FormalError,
+                        check, check_all, design_text, harness, main, tools_missing,
+                        wire_width)
 from tcu_hw.top import port_list
 from tcu_hw.verilog import verilog
 
@@ -131,6 +132,17 @@ def test_broken_variant_fails(name):
              "stream": "stream_byte", "progress": "progress"}.get(name, "d0_")
     assert r.detail.startswith(first), r.detail
     assert "lemma" not in r.detail and "env_" not in r.detail
+
+
+@requires_sby
+def test_payload_stable_catches_w_data_that_moves():
+    """W data is cut from the write skid in place: a WDATA bit that flips while WVALID waits
+    fails payload_stable on W itself (BMC at the property's broken depth, no lemmas)."""
+    m = MORE_MUTATIONS["payload_stable_w"]
+    (r,) = check_all([m.property], ["2x2"], broken=True, mutation=m)
+    assert r.status == "FAIL" and r.detail.startswith("d0_w_stable"), r.detail
+    with pytest.raises(FormalError, match="mutation for payload_stable given to wlast"):
+        check("wlast", "2x2", broken=True, mutation=m)
 
 
 @requires_sby
