@@ -12,6 +12,9 @@ import numpy as np
 import pytest
 from onnx import helper
 
+from compiler_lite.frontend import load_graph
+from compiler_lite.kernels import ANY, Linear
+from compiler_lite.lower import Lowering
 from tcu_hw.arch import preset
 
 from .helpers import (compile_and_run, float_arch, lsb, make_model, ort_run, rand,
@@ -250,3 +253,22 @@ def test_maxpool_wider_than_the_accumulators_pools_channel_groups(name, dtype):
         for o in outs:
             tol = 1e-5 if dtype == "float" else 2 * lsb(a)
             np.testing.assert_allclose(run.outputs[o], ref[o], rtol=0, atol=tol, err_msg=o)
+
+
+# ------------------------------------------------------------- frame columns of a convolution
+
+@pytest.mark.parametrize("width, extra", [(8, False), (40, True)])
+def test_conv_computes_its_frame_columns_only_when_they_are_few(width, extra):
+    """A 3×3 convolution's output frame has one zero column per row (P = W + 1). On an 8-wide
+    image that is 11% of the outputs, so each tap runs row by row and no MatMul vector lands
+    on a column nobody reads; on a 40-wide one (2.4%) each tap stays one run across rows.
+    Either way the result is onnxruntime's."""
+    m, feeds = conv_case((1, 8, 6, width), (8, 8, 3, 3), pads=[1, 1, 1, 1])
+    arch = float_arch("pynqz1")
+    low = Lowering(load_graph(m, None, None, source="model.onnx"), arch)
+    low.run()
+    steps = [s for lay in low.layers for s in lay.steps if isinstance(s, Linear)]
+    assert steps
+    assert any((s.first == ANY).any() for s in steps) == extra
+    _, run = compile_and_run(m, arch, feeds)
+    np.testing.assert_allclose(run.outputs["y"], ort_run(m, feeds)["y"], rtol=1e-5, atol=1e-5)
