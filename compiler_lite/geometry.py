@@ -5,6 +5,8 @@ convolution and pooling nodes.
 
 from __future__ import annotations
 
+import numpy as np
+
 from .frontend import Node
 from .ir import ceil_div
 
@@ -62,3 +64,21 @@ def window_attrs(node: Node, in_shape, kernel=None):
     if dims == 1:                       # a 1-D signal is one row: its axis is S1
         return ([1, kernel[0]], [1, strides[0]], [1, dil[0]], [0, 0, pads[0], pads[1]])
     return kernel, strides, dil, [pads[0], pads[2], pads[1], pads[3]]
+
+
+def pixel_grid(N: int, rows: int, cols: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(n, row, column) of every pixel of N images of rows × cols, flat, row-major."""
+    return tuple(a.ravel() for a in np.meshgrid(np.arange(N), np.arange(rows), np.arange(cols),
+                                                indexing="ij"))
+
+
+def window_taps(rows, cols, S0: int, S1: int, kernel, strides, dil, pads):
+    """Per kernel tap: (kh, kw, i0, i1, inside), the input pixel (i0, i1) that output pixels
+    (``rows``, ``cols``: arrays of output coordinates) read through the tap, and whether it
+    lies inside the S0 × S1 input (False: in the padding). ``pads`` is [t, b, l, r] as
+    :func:`window_attrs` gives it."""
+    for kh in range(kernel[0]):
+        for kw in range(kernel[1]):
+            i0 = rows * strides[0] + kh * dil[0] - pads[0]
+            i1 = cols * strides[1] + kw * dil[1] - pads[2]
+            yield kh, kw, i0, i1, (i0 >= 0) & (i0 < S0) & (i1 >= 0) & (i1 < S1)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..geometry import check_spatial, spatial, window_attrs
+from ..geometry import check_spatial, pixel_grid, spatial, window_attrs, window_taps
 from ..ir import Frame, Tensor, groups
 from ..kernels import LinearBuilder
 from ..registry import consts_of, op
@@ -50,8 +50,6 @@ def spatial_linear(ctx: Lowering, x: Tensor, out_name: str, out_shape, wfull: np
     S0, S1 = spatial(x.shape)
     KH, KW, Co, _ = wfull.shape
     sh, sw = strides
-    dh, dw = dil
-    pt, _, pl, _ = pads
     Ho, Wo = spatial(out_shape)
     x4 = Tensor(x.idx.reshape(N, C, S0, S1))
     gr = groups(x4, (0, 2, 3), (1,), n)
@@ -79,8 +77,7 @@ def spatial_linear(ctx: Lowering, x: Tensor, out_name: str, out_shape, wfull: np
     else:
         junk = False
     cols = F.P if junk else Wo
-    nn, rr, cc = (a.ravel() for a in np.meshgrid(np.arange(N), np.arange(Ho), np.arange(cols),
-                                                  indexing="ij"))
+    nn, rr, cc = pixel_grid(N, Ho, cols)
     care = cc < Wo
     o_pix = F.pixel(nn, rr, cc)
     lo_vec = int(x.idx.min() // n)
@@ -128,53 +125,49 @@ def spatial_linear(ctx: Lowering, x: Tensor, out_name: str, out_shape, wfull: np
         has[cb_bias[0], cb_bias[1], s, cob] = True
     blocks = [[[np.flatnonzero(has[kh, kw, s]).tolist() for s in range(gr.slots)]
                for kw in range(KW)] for kh in range(KH)]
-    for kh in range(KH):
-        for kw in range(KW):
-            i0 = rr * sh + kh * dh - pt
-            i1 = cc * sw + kw * dw - pl
-            inside = (i0 >= 0) & (i0 < S0) & (i1 >= 0) & (i1 < S1)
-            b.macs += int(np.count_nonzero(inside & care)) * macs
+    for kh, kw, i0, i1, inside in window_taps(rr, cc, S0, S1, (KH, KW), strides, dil, pads):
+        b.macs += int(np.count_nonzero(inside & care)) * macs
+        if affine is not None:
+            base = origin + nn * sN + i0 * s0s + i1 * s1s
+        else:
+            base = np.where(inside, gr.base[nn, np.clip(i0, 0, S0 - 1),
+                                            np.clip(i1, 0, S1 - 1)], -1)
+        by_tile: dict[bytes, list] = {}
+        for s in range(gr.slots):
+            if not blocks[kh][kw][s]:
+                continue
+            xv = base + gr.off[s]
+            valid = inside.copy()
             if affine is not None:
-                base = origin + nn * sN + i0 * s0s + i1 * s1s
-            else:
-                base = np.where(inside, gr.base[nn, np.clip(i0, 0, S0 - 1),
-                                                 np.clip(i1, 0, S1 - 1)], -1)
-            by_tile: dict[bytes, list] = {}
-            for s in range(gr.slots):
-                if not blocks[kh][kw][s]:
-                    continue
-                xv = base + gr.off[s]
-                valid = inside.copy()
-                if affine is not None:
-                    out_side = ~inside
-                    if out_side.any():
-                        # taps that read the frame's zeros keep each tap one run; but the
-                        # rows above the first image and below the last (the two ends of the
-                        # run) are left out: those terms add exactly zero (a tile carrying
-                        # the bias gives its left-out outputs a zero-input term instead)
-                        known = np.zeros(len(xv), dtype=bool)
-                        known[out_side] = ctx.zeros.known(xv[out_side])
-                        in_range = (xv >= lo_vec) & (xv <= hi_vec)
-                        ends = ((i0 < 0) & (nn == 0)) | ((i0 >= S0) & (nn == N - 1))
-                        valid |= (known | (out_side & ~care & in_range)) & ~ends
-                o_valid, x_valid, care_valid = o_pix[valid], xv[valid], care[valid]
-                o_lack = None
-                for cob in blocks[kh][kw][s]:
-                    is_bias = has_bias and (kh, kw) == cb_bias and bias_slot[cob] == s
-                    tile = tile_of(kh, kw, s, cob)
-                    if is_bias:
-                        kc = min(n, Co - cob * n)
-                        tile[0, :kc] = bias[cob * n:cob * n + kc]
-                        if o_lack is None:
-                            o_lack = o_pix[care & ~valid]
-                        if len(o_lack):
-                            b.add(o_lack + cob, np.full(len(o_lack), -1), tile)
-                    entry = by_tile.setdefault(tile.tobytes(), [tile, [], [], []])
-                    entry[1].append(o_valid + cob)
-                    entry[2].append(x_valid)
-                    entry[3].append(care_valid)
-            for tile, os, xs, cs in by_tile.values():
-                b.add(np.concatenate(os), np.concatenate(xs), tile, np.concatenate(cs))
+                out_side = ~inside
+                if out_side.any():
+                    # taps that read the frame's zeros keep each tap one run; but the
+                    # rows above the first image and below the last (the two ends of the
+                    # run) are left out: those terms add exactly zero (a tile carrying
+                    # the bias gives its left-out outputs a zero-input term instead)
+                    known = np.zeros(len(xv), dtype=bool)
+                    known[out_side] = ctx.zeros.known(xv[out_side])
+                    in_range = (xv >= lo_vec) & (xv <= hi_vec)
+                    ends = ((i0 < 0) & (nn == 0)) | ((i0 >= S0) & (nn == N - 1))
+                    valid |= (known | (out_side & ~care & in_range)) & ~ends
+            o_valid, x_valid, care_valid = o_pix[valid], xv[valid], care[valid]
+            o_lack = None
+            for cob in blocks[kh][kw][s]:
+                is_bias = has_bias and (kh, kw) == cb_bias and bias_slot[cob] == s
+                tile = tile_of(kh, kw, s, cob)
+                if is_bias:
+                    kc = min(n, Co - cob * n)
+                    tile[0, :kc] = bias[cob * n:cob * n + kc]
+                    if o_lack is None:
+                        o_lack = o_pix[care & ~valid]
+                    if len(o_lack):
+                        b.add(o_lack + cob, np.full(len(o_lack), -1), tile)
+                entry = by_tile.setdefault(tile.tobytes(), [tile, [], [], []])
+                entry[1].append(o_valid + cob)
+                entry[2].append(x_valid)
+                entry[3].append(care_valid)
+        for tile, os, xs, cs in by_tile.values():
+            b.add(np.concatenate(os), np.concatenate(xs), tile, np.concatenate(cs))
     # logical outputs with no term at all (e.g. every tap in padding, no bias) are zero
     covered = b.covered()
     vecs = ctx.vectors_in(y, buf)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..geometry import check_spatial, spatial, window_attrs
+from ..geometry import check_spatial, pixel_grid, spatial, window_attrs, window_taps
 from ..ir import Tensor, groups
 from ..kernels import Reduce, Simd
 from ..registry import op
@@ -39,27 +39,14 @@ def _standard_lanes(gr, C: int, n: int) -> bool:
     return np.array_equal(gr.lane, c % n) and np.array_equal(gr.off[gr.slot], c // n)
 
 
-def _taps(N: int, S0: int, S1: int, out_hw, kernel, strides, dil, pads):
-    """Per window tap: (output pixel coordinates n, r, c; input pixel i0, i1; inside) of every
-    output pixel, ``inside`` False where the tap falls in the padding."""
-    Ho, Wo = out_hw
-    nn, rr, cc = (a.ravel() for a in np.meshgrid(np.arange(N), np.arange(Ho), np.arange(Wo),
-                                                  indexing="ij"))
-    for kh in range(kernel[0]):
-        for kw in range(kernel[1]):
-            i0 = rr * strides[0] + kh * dil[0] - pads[0]
-            i1 = cc * strides[1] + kw * dil[1] - pads[2]
-            ok = (i0 >= 0) & (i0 < S0) & (i1 >= 0) & (i1 < S1)
-            yield nn, rr, cc, i0, i1, ok
-
-
 def window_pixels(frame, out_hw, kernel, strides, dil, pads) -> int:
     """The most frame pixels from the first to the last of one output pixel's window: the
     input one output pixel holds in the accumulators is that many pixels' vectors."""
     px = replace(frame, Cb=1)
+    nn, rr, cc = pixel_grid(frame.N, *out_hw)
     lo = hi = None
-    for nn, _, _, i0, i1, ok in _taps(frame.N, frame.S0, frame.S1, out_hw, kernel, strides,
-                                      dil, pads):
+    for _, _, i0, i1, ok in window_taps(rr, cc, frame.S0, frame.S1, kernel, strides, dil,
+                                        pads):
         at = np.where(ok, px.pixel(nn, i0, i1), -1)
         hi = at if hi is None else np.maximum(hi, at)
         at = np.where(ok, at, np.iinfo(np.int64).max)
@@ -121,8 +108,8 @@ def _pool(ctx: Lowering, x_name: str, out: str, out_shape, kernel, strides, dil,
     F = buf.frame
     nblk = -(-C // n)
     lists = []                                  # per tap: (out vectors, src vectors)
-    for nn, rr, cc, i0, i1, ok in _taps(N, S0, S1, spatial(out_shape), kernel, strides, dil,
-                                        pads):
+    nn, rr, cc = pixel_grid(N, *spatial(out_shape))
+    for _, _, i0, i1, ok in window_taps(rr, cc, S0, S1, kernel, strides, dil, pads):
         base = gr.base[nn[ok], i0[ok], i1[ok]] - src.start
         opix = F.pixel(nn[ok], rr[ok], cc[ok])
         for cb in range(nblk):

@@ -366,12 +366,14 @@ def test_axi_master_sends_w_from_the_offered_vector_and_runs_aw_ahead_by_writes_
         sent.next <<= sent + ctl.wdata.fire
         for nm, wire in (("aw_fire", sig["awvalid"] & sig["awready"]), ("w_fire", w_fire),
                          ("wdata", sig["wdata"]), ("wlast", sig["wlast"]),
-                         ("taken", ctl.wdata.fire), ("idle", axi.idle)):
+                         ("taken", ctl.wdata.fire), ("idle", axi.idle),
+                         ("writes_done", ctl.writes_done), ("b_owed", owed)):
             o = pyrtl.Output(wire.bitwidth, nm)
             o <<= wire
     sim = ArraySimulation(block=block)
     trace = [sim.run_cycles(1, {"go": 0, "wready_in": 1}) for _ in range(30)]
     assert sum(t["aw_fire"] for t in trace) == ahead and not any(t["w_fire"] for t in trace)
+    assert not any(t["writes_done"] for t in trace[1:])     # a write request is queued
     rng = np.random.default_rng(5)
     beats, taken_at = [], []
     for cycle in range(200):
@@ -383,7 +385,11 @@ def test_axi_master_sends_w_from_the_offered_vector_and_runs_aw_ahead_by_writes_
         assert t["taken"] == (t["w_fire"] and len(beats) % 2 == 0)
         if t["taken"]:
             taken_at.append(len(beats))
-    assert trace[-1]["idle"]
+    assert trace[-1]["idle"] and trace[-1]["writes_done"]
+    # writes_done rises only once every burst is answered (no B owed), and stays
+    first = min(k for k, t in enumerate(trace) if k > 0 and t["writes_done"])
+    assert first > max(k for k, t in enumerate(trace) if t["b_owed"])
+    assert all(t["writes_done"] for t in trace[first:])
     assert sum(t["aw_fire"] for t in trace) == vectors
     assert taken_at == [2 * (k + 1) for k in range(vectors)]
     got = [(hi << dw) | lo for lo, hi in zip(beats[0::2], beats[1::2])]
@@ -434,6 +440,8 @@ def test_blocks_refuse_parameters_that_do_not_fit_together():
             AxiMaster(12, 8, lanes=4, lane_bits=16, data_width=128, name="m")
         with pytest.raises(ValueError, match="max_burst must be 1..256"):
             AxiMaster(12, 8, lanes=4, lane_bits=16, data_width=32, max_burst=300)
+        with pytest.raises(ValueError, match="max_outstanding and writes_ahead at least 1"):
+            AxiMaster(12, 8, lanes=4, lane_bits=16, data_width=32, writes_ahead=0)
         with pytest.raises(ValueError, match="lookup tables need lut_depth >= 1"):
             SimdArray(4, FP16BP8, registers=2, lut_count=1)
         no_depth = Layout(local_depth=64, accumulator_depth=32, dram0_depth=64, dram1_depth=64,
