@@ -12,10 +12,12 @@ import numpy as np
 import pytest
 from onnx import helper
 
+from compiler_lite.compile import compile_model
 from compiler_lite.frontend import load_graph
 from compiler_lite.kernels import ANY, Linear
 from compiler_lite.lower import Lowering
 from tcu_hw.arch import preset
+from tcu_hw.errors import CompileError
 
 from .helpers import (compile_and_run, float_arch, lsb, make_model, ort_run, rand,
                       small_arch)
@@ -253,6 +255,17 @@ def test_maxpool_wider_than_the_accumulators_pools_channel_groups(name, dtype):
         for o in outs:
             tol = 1e-5 if dtype == "float" else 2 * lsb(a)
             np.testing.assert_allclose(run.outputs[o], ref[o], rtol=0, atol=tol, err_msg=o)
+
+
+def test_pool_whose_window_alone_exceeds_the_accumulators_is_refused_by_name():
+    """A 20×20 GlobalMaxPool needs 400 pixels of one channel block in the accumulators (the
+    small architecture has 256): no channel grouping helps, so a clear error names the
+    layer, the node and both sizes."""
+    m, _ = chain([node("GlobalMaxPool", ["x"], ["y"])], {"x": (1, 8, 20, 20)}, ["y"])
+    with pytest.raises(CompileError, match=r"layer 'y' \(nodes GlobalMaxPool_0\): does not "
+                                           r"fit: .* needs \d+ accumulator vectors \(the "
+                                           r"architecture has 256\)"):
+        compile_model(m, small_arch())
 
 
 # ------------------------------------------------------------- frame columns of a convolution
