@@ -25,6 +25,7 @@ from .emit import Emitter, LayerStats
 from .frontend import Graph, load_graph
 from .lower import Lowering, check_graph
 from .plan import STRATEGIES, MemoryPlan, Planner
+from .prescale import prescale
 
 RESIZE_MODES = ("onnx", "tensil")
 
@@ -119,7 +120,7 @@ def compile_model(model, arch, outputs=None, input_shapes=None, strategy: str = 
     g = load_graph(model, input_shapes, outputs, source=file_name)
     check_graph(g, arch)
     say(f"lowering {len(g.nodes)} nodes")
-    low = Lowering(g, arch, resize_mode)
+    low = Lowering(prescale(g, arch.dtype), arch, resize_mode)
     low.run()
     say(f"planning memory for {len(low.layers)} layers")
     planner = Planner(arch, low.space, low.layers, strategy, source=file_name)

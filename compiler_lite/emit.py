@@ -32,7 +32,8 @@ from tcu_hw.isa import (SIMD, DataMove, DataMoveKind, LoadLUT, LoadWeights, MatM
                         SimdOp as Op)
 
 from .ir import Buffer, Space, distinct
-from .kernels import ACCUMULATE, ANY, OVERWRITE, Layer, Linear, Load, Reduce, Simd, Zero
+from .kernels import (ACCUMULATE, ANY, OVERWRITE, Layer, Linear, Load, Reduce, Save, Simd,
+                      Zero)
 from .partition import Arena, Partitioning, PartitionSearch, layout_arena, ranges_fn, spans_fn
 from .plan import LayerConsts, MemoryPlan, acc_buffers
 from .rollup import runs, whole_runs
@@ -187,7 +188,8 @@ class Emitter:
         ranges_of = ranges_fn(layer, acc_bufs)
         spans_of = spans_fn(self.space, layer, staged)
         search = PartitionSearch(F, staged, ranges_of, spans_of, lc, arena_hi - arena_lo,
-                                 fixed_local, self.arch.accumulator_depth, to_local)
+                                 fixed_local, self.arch.accumulator_depth, to_local,
+                                 tuple(layer.written[1:]))
         part = search.choose()
         if part is None:
             need = search.smallest()
@@ -197,7 +199,7 @@ class Emitter:
                              f"{need.local + fixed_local} local vectors besides weights (the "
                              f"arena has {search.arena}, weights need {lc.tile_vectors})")
         arena = layout_arena(part, lc, arena_lo, search.room(part.need), staged,
-                             search.out_local, to_local)
+                             search.out_staged, to_local)
         if arena.top > arena_hi:
             self.fail(layer, f"does not fit in local memory: its weight tiles, constants and "
                              f"staging areas need vectors {arena_lo}..{arena.top - 1}, the "
@@ -286,17 +288,19 @@ class Emitter:
                 self._emit_reduce(s, view)
             elif isinstance(s, Zero):
                 self._emit_zero(s, view)
-        self._store(job, p, acc_at[job.layer.out] + a)
+            elif isinstance(s, Save):
+                self._store(job, p, acc_at[job.layer.out] + a, s.to)
+        self._store(job, p, acc_at[job.layer.out] + a, job.layer.out)
 
-    def _store(self, job: LayerJob, p: int, acc_a: int) -> None:
-        """Partition ``p``'s output vectors from accumulator ``acc_a`` on to their home
-        (through an output staging area to DRAM0)."""
-        F = job.layer.out
+    def _store(self, job: LayerJob, p: int, acc_a: int, F: Buffer) -> None:
+        """Partition ``p``'s output vectors from accumulator ``acc_a`` on to the same vectors
+        of ``F`` (the layer's output or a saved copy), at its home (through an output
+        staging area to DRAM0)."""
         a, b = job.part.bounds[p]
         if F.home[0] == "local":
             self.move(DataMoveKind.ACC_TO_LOCAL, F.home[1] + a, acc_a, b - a)
             return
-        dst = job.arena.out_stage[job.slot(p)]
+        dst = job.arena.out_stage[F][job.slot(p)]
         self.move(DataMoveKind.ACC_TO_LOCAL, dst, acc_a, b - a)
         if F.home[0] != "dram0":
             self.fail(job.layer, f"internal: output buffer home {F.home}")

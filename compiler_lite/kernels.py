@@ -4,8 +4,10 @@ A :class:`Layer` computes one buffer. Its first step produces vectors in the acc
 (:class:`Linear`: MatMuls through weight tiles; :class:`Load`: local → accumulator moves);
 the following steps work in place on them (:class:`Simd` passes, an accumulating :class:`Load`
 of another buffer, a further accumulating :class:`Linear`), or reduce windows into a new buffer
-(:class:`Reduce`, e.g. max pooling); :class:`Zero` clears frame margins last. The planner cuts
-a layer into partitions of its final buffer and emits each step for each partition.
+(:class:`Reduce`, e.g. max pooling); :class:`Zero` clears frame margins last. A :class:`Save`
+stores the output as it is at that point to a buffer of its own (a tensor that others read
+as it was, before the layer goes on in place). The planner cuts a layer into partitions of its
+final buffer and emits each step for each partition.
 
 Every step names vectors by their index inside its buffer (``o``) and its sources by virtual
 vector (``x``, see :mod:`compiler_lite.ir`); ``x = -1`` in a :class:`Linear` is a MatMul with
@@ -80,9 +82,9 @@ class DataTiles:
 class Linear:
     """``acc[o] (+)= tile_t(x)`` for every term, terms in emission order (tile-major).
 
-    ``first``: per term, OVERWRITE for the first term of a vector that matters, ACCUMULATE
-    for the rest, ANY for vectors nobody reads (frame columns computed only to keep runs
-    long). ``accumulate``: every term accumulates (a step after the producer). ``tiles``:
+    ``first``: per term, OVERWRITE for the first term of a vector, ACCUMULATE for the rest
+    (ANY, either, is allowed by the emitter). ``accumulate``: every term accumulates (a step
+    after the producer). ``tiles``:
     constants (:class:`Tiles`) or data in a buffer (:class:`DataTiles`).
     """
 
@@ -141,23 +143,19 @@ class LinearBuilder:
         self.macs = 0
         self.clear: np.ndarray | None = None     # vectors with elements but no term
 
-    def add(self, o, x, tile: np.ndarray, care=None) -> None:
-        """Terms ``acc[o] += tile(x)``; ``care`` marks outputs whose value matters."""
+    def add(self, o, x, tile: np.ndarray) -> None:
+        """Terms ``acc[o] += tile(x)``."""
         o = np.asarray(o, dtype=np.int64).ravel()
         x = np.asarray(x, dtype=np.int64).ravel()
         if not o.size:
             return
-        if care is None:
-            care = np.ones(o.shape, dtype=bool)
-        elif not (isinstance(care, np.ndarray) and care.dtype == bool and care.shape == o.shape):
-            care = np.broadcast_to(np.asarray(care, dtype=bool).ravel(), o.shape)
         t = self.tiles.add(tile)
-        self._parts.append((t, len(self._parts), o, x, care))
+        self._parts.append((t, len(self._parts), o, x))
 
     def covered(self) -> np.ndarray:
         """Per vector of ``out``: whether a term added so far writes it."""
         mask = np.zeros(self.out.vectors, dtype=bool)
-        for _, _, o, _, _ in self._parts:
+        for _, _, o, _ in self._parts:
             mask[o] = True
         return mask
 
@@ -179,11 +177,10 @@ class LinearBuilder:
         lens = np.array([len(p[2]) for p in parts], dtype=np.int64)
         t = np.repeat(np.array([rank[p[0]] for p in parts], dtype=np.int64), lens)
         g = np.repeat(np.arange(len(parts), dtype=np.int64), lens)
-        care = np.concatenate([p[4] for p in parts])
         # groups are already tile-major; inside a group, by output (usually already so)
         if len(o) > 1 and not np.all((g[1:] != g[:-1]) | (o[1:] >= o[:-1])):
             order = np.lexsort((o, g))
-            o, x, t, care = o[order], x[order], t[order], care[order]
+            o, x, t = o[order], x[order], t[order]
         else:
             order = np.arange(len(o))
         values = [self.tiles.values[old] for old in sorted(rank, key=rank.get)]
@@ -191,7 +188,6 @@ class LinearBuilder:
         first = np.full(len(o), ACCUMULATE, dtype=np.int64)
         if not accumulate:
             first[first_idx] = OVERWRITE
-            first[~care] = ANY
         tiles = Tiles(n)
         if scale is None and offset is None:
             for v in values:
@@ -287,6 +283,14 @@ class Zero:
 
 
 @dataclass(eq=False)
+class Save:
+    """Store every vector of the layer's ``out`` as it is now to ``to`` (laid out like
+    ``out``: vector k to vector k), each partition its own range."""
+
+    to: Buffer
+
+
+@dataclass(eq=False)
 class Layer:
     """One partitioned computation of ``out``: ``steps[0]`` produces into the accumulators."""
 
@@ -296,3 +300,8 @@ class Layer:
     out: Buffer
     macs: int = 0
     fold: tuple | None = None                       # (scale, offset) for the producer
+
+    @property
+    def written(self) -> list[Buffer]:
+        """Buffers the layer stores: its output, then those its :class:`Save` steps write."""
+        return [self.out] + [s.to for s in self.steps if isinstance(s, Save)]

@@ -28,7 +28,7 @@ from .frontend import Graph, Node
 from .geometry import spatial, window_attrs
 from .ir import (Buffer, Frame, Space, Tensor, Zeros, ceil_div, distinct, flat_layout,
                  frame_layout, io_order, next_pow2, unique_pairs)
-from .kernels import Layer, LinearBuilder, Load, Reduce, Simd, SimdStep, Zero
+from .kernels import Layer, LinearBuilder, Load, Reduce, Save, Simd, SimdStep, Zero
 from .registry import OPS
 
 #: Ops whose output has the input's shape and layout, element by element (frame
@@ -145,6 +145,7 @@ class Lowering:
                 self.remaining[x] += 1
         self.refs: dict[int, set[str]] = {}
         self.internal: set[str] = set()            # names an op made for its own use
+        self.deferred: dict[str, tuple] = {}       # name → (node, inputs, lower, fusable)
         self.notes: list[str] = []
         self.node: Node | None = None
 
@@ -155,6 +156,8 @@ class Lowering:
         raise CompileError(f"{self.g.source}: {where}{message}")
 
     def tensor(self, name: str) -> Tensor:
+        if name in self.deferred:
+            self._materialize(name)
         try:
             return self.values[name]
         except KeyError:
@@ -173,6 +176,36 @@ class Lowering:
         self.values[name] = t
         for b in self.buffers_of(t):
             self.refs.setdefault(id(b), set()).add(name)
+
+    def defer(self, name: str, inputs, lower, fusable) -> None:
+        """Postpone computing ``name``, the current node's output that one later node reads:
+        that node may compute it into its own accumulators (:meth:`take_deferred`,
+        ``lower(into=…)``) when ``fusable()`` says so then; any other read lowers it first,
+        as a layer of its own (``lower()``). ``inputs`` stay alive until then."""
+        for i in inputs:
+            self.remaining[i] += 1
+        self.deferred[name] = (self.node, list(inputs), lower, fusable)
+
+    def fusable(self, name: str) -> bool:
+        """Whether deferred ``name`` can be computed into the open layer now (its inputs
+        read in place, none of them saved by that layer)."""
+        _, inputs, _, ok = self.deferred[name]
+        return ok() and not (self.open is not None and self.reads_saved(self.open, inputs))
+
+    def take_deferred(self, name: str):
+        """(node, lower) of deferred ``name``, which the caller now computes."""
+        node, inputs, lower, _ = self.deferred.pop(name)
+        for i in inputs:
+            self.remaining[i] -= 1
+        return node, lower
+
+    def _materialize(self, name: str) -> None:
+        node, lower = self.take_deferred(name)
+        here, self.node = self.node, node
+        try:
+            lower()
+        finally:
+            self.node = here
 
     def buffers_of(self, t: Tensor) -> list[Buffer]:
         if not t.idx.size:
@@ -297,18 +330,73 @@ class Lowering:
         in the accumulators."""
         layer = self.open
         b = self.exclusive(name)
-        if layer is None or b is None or layer.out is not b:
-            return None
-        if not allow_reduce and any(isinstance(s, Reduce) for s in layer.steps):
+        if layer is None or b is None or layer.out is not b or not self._may_extend(layer,
+                                                                                 allow_reduce):
             return None
         if self.node is not None and self.node.name not in layer.nodes:
             layer.nodes.append(self.node.name)
         return layer, self.tensor(name)
 
+    def _may_extend(self, layer: Layer, allow_reduce: bool) -> bool:
+        """Whether the current node may add steps to ``layer``: not after a Reduce when
+        ``allow_reduce`` is False, and not when it reads a buffer that ``layer`` saves (that
+        is in memory only once the layer is done)."""
+        if not allow_reduce and any(isinstance(s, Reduce) for s in layer.steps):
+            return False
+        return not self.reads_saved(layer, self.node.inputs if self.node else ())
+
+    def reads_saved(self, layer: Layer, names) -> bool:
+        """Whether any of tensors ``names`` lies in a buffer that ``layer`` saves."""
+        saved = {id(b) for b in layer.written[1:]}
+        return bool(saved) and any(id(b) in saved for x in names
+                                   if x and x in self.values
+                                   for b in self.buffers_of(self.values[x]))
+
+    def fork(self, name: str, allow_reduce: bool = True) -> tuple[Layer, Tensor] | None:
+        """The open layer and tensor ``name`` for in-place work when the layer computes
+        ``name`` whole and later nodes read it too: the layer first saves it as it is now
+        (a :class:`Save` into a buffer of its own, which ``name`` then names), then goes on
+        in place. One store instead of a copy layer's store, load back and store.
+
+        A buffer with zero margins has them cleared before the save as well as when the layer
+        closes, so the saved copy keeps them. Not when the buffer holds other live tensors,
+        nor when the current node reads ``name`` twice. The result gets zero margins when its
+        readers want them."""
+        layer = self.open
+        t = self.values.get(name)
+        if layer is None or self.node is None or t is None:
+            return None
+        b = layer.out
+        bufs = self.buffers_of(t)
+        if len(bufs) != 1 or bufs[0] is not b or t.idx.size != b.elements or \
+                b.role != "temp" or self.node.inputs.count(name) > 1:
+            return None
+        wants_zero = self.needs_zero(self.node.outputs[0])
+        if wants_zero and b.frame is None:
+            return None
+        if any(self.alive(w) for w in self.refs.get(id(b), ()) if w != name):
+            return None
+        if not self._may_extend(layer, allow_reduce):
+            return None
+        margins = b.zero is not None and b.zero.any()
+        saved = self.space.new(name, b.vectors, row=b.row, frame=b.frame,
+                               zero=b.zero.copy() if margins else None,
+                               elements=b.elements, dirty=b.dirty, extent=b.extent)
+        if margins:
+            layer.steps.append(Zero(b, np.nonzero(b.zero)[0]))
+        layer.steps.append(Save(saved))
+        if wants_zero and not margins:
+            b.zero = b.frame.zero_mask()            # cleared when the layer closes
+        self.refs.get(id(b), set()).discard(name)
+        self.set(name, Tensor(t.idx + (saved.start - b.start) * self.n))
+        if self.node.name not in layer.nodes:
+            layer.nodes.append(self.node.name)
+        return layer, Tensor(t.idx, name)
+
     def in_acc(self, name: str, allow_reduce: bool = True) -> tuple[Layer, Tensor]:
         """Tensor ``name`` in the accumulators, ready for in-place work: the open layer when
         possible, else a new layer that loads a copy."""
-        got = self.extend(name, allow_reduce)
+        got = self.extend(name, allow_reduce) or self.fork(name, allow_reduce)
         if got is not None:
             return got
         out_name = self.node.outputs[0] if self.node else name
@@ -520,6 +608,9 @@ class Lowering:
             for x in set(i for i in node.inputs if i):
                 self.remaining[x] -= 1
         self.node = None
+        if self.deferred:
+            raise CompileError(f"{self.g.source}: internal: {sorted(self.deferred)} never "
+                               f"computed")
         for name in g.outputs:
             self._output(name)
         self.close()

@@ -188,11 +188,12 @@ class PartitionSearch:
     ``ranges_of(a, b)`` gives the accumulator range of every buffer the layer writes for
     output vectors [a, b), ``spans_of(ranges)`` the vectors of each staged source they read.
     ``fixed_local`` is what the arena holds besides tiles and staging (the constants).
+    ``saves``: buffers the layer also stores, partition by partition like ``out``.
     """
 
     def __init__(self, out: Buffer, staged: list[Buffer], ranges_of: Callable,
                  spans_of: Callable, lc: LayerConsts, arena: int, fixed_local: int,
-                 acc_depth: int, to_local: bool) -> None:
+                 acc_depth: int, to_local: bool, saves: tuple = ()) -> None:
         self.out = out
         self.staged = staged
         self.ranges_of = ranges_of
@@ -205,7 +206,8 @@ class PartitionSearch:
         self.tile_vectors = lc.tile_vectors
         self.tiles = sum(len(refs) for refs in lc.tiles)
         self.max_tile = max((r.rows + 1 for refs in lc.tiles for r in refs), default=0)
-        self.out_local = out.home is not None and out.home[0] == "local"
+        # stored outputs that go to DRAM0 through a staging area
+        self.out_staged = [b for b in (out, *saves) if b.home is None or b.home[0] != "local"]
         self.units = [out.row]          # whole frame rows, else pixels (one channel block)
         pixel = out.frame.Cb if out.frame is not None else 1
         if pixel < out.row:
@@ -240,7 +242,7 @@ class PartitionSearch:
             self._seen[key] = (acc, stage, outv)
         acc, stage, outv = self._seen[key]
         copies = 2 if double else 1
-        local = sum(stage.values()) * copies + (0 if self.out_local else outv * copies)
+        local = (sum(stage.values()) + outv * len(self.out_staged)) * copies
         return Need(acc + self.acc_consts, local, bounds, dict(stage), outv)
 
     def room(self, need: Need) -> int:
@@ -322,12 +324,12 @@ class Arena:
     chunk: int                      # vectors per streamed chunk (0 unless streaming)
     consts: int                     # the layer's constants block: SIMD vectors, then LUTs
     stage: dict[Buffer, list[int]]  # staged source → its staging areas (one or two)
-    out_stage: list[int]            # output staging areas (none when the output is local)
+    out_stage: dict[Buffer, list[int]]  # stored output → its staging areas (none if local)
     top: int                        # the first vector after all of them
 
 
 def layout_arena(part: Partitioning, lc: LayerConsts, lo: int, chunk_room: int,
-                 staged: list[Buffer], out_local: bool, to_local: bool) -> Arena:
+                 staged: list[Buffer], out_staged: list[Buffer], to_local: bool) -> Arena:
     """Place tiles, constants and staging areas from local vector ``lo`` on; ``chunk_room`` is
     what two streamed chunks may take."""
     at = lo
@@ -347,6 +349,8 @@ def layout_arena(part: Partitioning, lc: LayerConsts, lo: int, chunk_room: int,
     for buf in staged:
         stage[buf] = [at + j * part.need.stage[buf] for j in range(copies)]
         at += part.need.stage[buf] * copies
-    out_stage = [] if out_local else [at + j * part.need.out for j in range(copies)]
-    at += 0 if out_local else part.need.out * copies
+    out_stage = {}
+    for buf in out_staged:
+        out_stage[buf] = [at + j * part.need.out for j in range(copies)]
+        at += part.need.out * copies
     return Arena(tiles, chunk, consts, stage, out_stage, at)

@@ -101,7 +101,8 @@ class Planner:
         """buffer id → (writer layer, last reader layer) for buffers that leave a layer."""
         out = {}
         for li, layer in enumerate(self.layers):
-            out[id(layer.out)] = (li, li)
+            for b in layer.written:
+                out[id(b)] = (li, li)
         for li, layer in enumerate(self.layers):
             for x in sources_of(layer):
                 if not len(x):
@@ -126,7 +127,8 @@ class Planner:
         bug."""
         stored: dict[int, int] = {}
         for li, layer in enumerate(self.layers):
-            stored.setdefault(id(layer.out), li)
+            for b in layer.written:
+                stored.setdefault(id(b), li)
 
         def unreadable(x: np.ndarray, li: int) -> np.ndarray:
             """Per virtual vector: its buffer is not in memory at layer ``li``."""
@@ -310,8 +312,9 @@ class Planner:
         dying: dict[int, list[Buffer]] = {}
         residents: list[tuple[int, int, int]] = []  # (start, end, last layer)
         for li, layer in enumerate(self.layers):
-            b = layer.out
-            if b.role == "temp" and b.home is None and id(b) in life:
+            for b in layer.written:
+                if b.role != "temp" or b.home is not None or id(b) not in life:
+                    continue
                 _, last = life[id(b)]
                 if self.local_vars and last > li:
                     slot = self._local_slot(b, li, last, residents, local_base, local_limit)

@@ -23,6 +23,7 @@ from tcu_hw.isa import SimdOp as Op
 from ..ir import Tensor, congruent_pairs, lane_table
 from ..kernels import Load, Simd, SimdStep, Zero
 from ..registry import consts_of, op
+from .linear import block_vectors
 from .lut import function_node, lut_pass
 
 if TYPE_CHECKING:
@@ -133,6 +134,8 @@ def add_sub(ctx: Lowering, node, a: str, b: str, sign: float) -> None:
     when its lanes differ or it is subtracted."""
     out = node.outputs[0]
     shape = ctx.g.shape(out)
+    if sign > 0 and _add_deferred(ctx, node, a, b):
+        return
     if ctx.tensor(a).shape != shape and ctx.tensor(b).shape == shape and sign > 0:
         a, b = b, a
     if ctx.tensor(a).shape != shape:
@@ -151,6 +154,28 @@ def add_sub(ctx: Lowering, node, a: str, b: str, sign: float) -> None:
     if any(x.dirty for x in ctx.buffers_of(tb)):
         layer.out.dirty = True
     ctx.set(out, Tensor(t.idx))
+
+
+def _add_deferred(ctx: Lowering, node, a: str, b: str) -> bool:
+    """a + b where one operand's convolution was deferred to this Add
+    (:func:`.linear.residual_add`): the other in the accumulators, the convolution's MatMuls
+    accumulate onto it. False (nothing done) when neither or both were deferred, or the
+    other is not stored a vector per pixel and channel block."""
+    pending = [v for v in (a, b) if v in ctx.deferred]
+    if len(pending) != 1:
+        return False
+    d = pending[0]
+    other = b if d == a else a
+    if block_vectors(ctx.tensor(other), 0, ctx.n) is None or not ctx.fusable(d):
+        return False
+    layer, t = ctx.in_acc(other)
+    if block_vectors(t, layer.out.start, ctx.n) is None:
+        ctx.fail("internal: the accumulators' copy of an operand is not a vector per pixel")
+    conv_node, lower = ctx.take_deferred(d)
+    layer.nodes.append(conv_node.name)
+    lower(into=(layer, t))
+    ctx.set(node.outputs[0], Tensor(t.idx))
+    return True
 
 
 def pairwise(ctx: Lowering, node, a: str, b: str, simd_op: int) -> None:

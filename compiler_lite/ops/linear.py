@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..geometry import check_spatial, pixel_grid, spatial, window_attrs, window_taps
-from ..ir import Frame, Tensor, groups
+from ..ir import Tensor, groups
 from ..kernels import LinearBuilder
 from ..registry import consts_of, op
 from .attention import check_product, product
@@ -36,52 +36,79 @@ def check_conv(node, g, arch) -> list[str]:
     return out
 
 
+def input_slots(ctx: Lowering, x: Tensor, kernel, pads, out_shape):
+    """How a window operator reads ``x`` in place: its channel slots (:func:`groups`), or None
+    when ``x`` must first be copied (channels not stored alike, or padding read from a buffer
+    without zero margins)."""
+    n = ctx.n
+    N, C = x.shape[:2]
+    S0, S1 = spatial(x.shape)
+    Ho, Wo = spatial(out_shape)
+    gr = groups(Tensor(x.idx.reshape(N, C, S0, S1)), (0, 2, 3), (1,), n)
+    bufs = ctx.buffers_of(x)
+    if gr is not None and any(pads) and max(kernel) > 1 and Ho * Wo > 1 and \
+            not (len(bufs) == 1 and bufs[0].zero is not None):
+        return None
+    return gr
+
+
+def block_vectors(y: Tensor, base: int, n: int) -> np.ndarray | None:
+    """Per output pixel (N, rows, columns flat, row-major) and block of n channels: the
+    vector (from ``base``) holding the block's channels in lanes 0..n-1; None unless ``y``
+    [N, C, ...] is stored that way."""
+    N, Co = y.shape[:2]
+    y3 = y.idx.reshape(N, Co, -1)
+    vec, lane = np.divmod(y3, n)
+    nblk = -(-Co // n)
+    first = vec[:, ::n]                                     # (N, nblk, pixels)
+    if not (np.array_equal(lane, np.broadcast_to((np.arange(Co) % n)[None, :, None],
+                                                 lane.shape))
+            and np.array_equal(vec, np.repeat(first, n, axis=1)[:, :Co])):
+        return None
+    return first.transpose(0, 2, 1).reshape(-1, nblk) - base
+
+
 def spatial_linear(ctx: Lowering, x: Tensor, out_name: str, out_shape, wfull: np.ndarray,
-                   bias, strides, dil, pads, macs: int, req_name: str | None = None
-                   ) -> LinearBuilder:
+                   bias, strides, dil, pads, macs: int, req_name: str | None = None,
+                   into: tuple | None = None) -> LinearBuilder:
     """A layer computing ``out[n, co, i, j] = bias[co] + Σ_{kh,kw,c} wfull[kh,kw,co,c] ·
     x[n, c, i·s + kh·d − pt, j·s + kw·d − pl]`` (zero outside ``x``); returns its builder.
 
     ``wfull``: (KH, KW, Co, C) dense weights (block-diagonal for groups). ``macs``: the
     model's MACs per (output pixel, kernel tap) that falls inside the input (Co × C/groups),
-    counted Tensil's way: padding taps are not MACs."""
+    counted Tensil's way: padding taps are not MACs. ``into``: (layer, tensor) to add the
+    result to in the accumulators instead (an accumulating step of that open layer, the
+    tensor stored per :func:`block_vectors`, ``x`` read in place per :func:`input_slots`)."""
     n = ctx.n
     N, C = x.shape[:2]
     S0, S1 = spatial(x.shape)
     KH, KW, Co, _ = wfull.shape
-    sh, sw = strides
     Ho, Wo = spatial(out_shape)
-    x4 = Tensor(x.idx.reshape(N, C, S0, S1))
-    gr = groups(x4, (0, 2, 3), (1,), n)
-    bufs = ctx.buffers_of(x)
-    if gr is not None and any(pads) and (KH > 1 or KW > 1) and Ho * Wo > 1 and \
-            not (len(bufs) == 1 and bufs[0].zero is not None):
-        gr = None                                   # copy into a frame with zero margins
+    gr = input_slots(ctx, x, (KH, KW), pads, out_shape)
     if gr is None:                                  # channels not stored alike: relayout
+        if into is not None:
+            ctx.fail("internal: a convolution added in place must read its input in place")
         buf0, t0 = ctx.new_activation(f"{x.name}:relayout", x.shape, zero=True)
         ctx.begin(buf0, ctx.copy_step(x, t0), nodes=[ctx.node.name])
         return spatial_linear(ctx, t0, out_name, out_shape, wfull, bias, strides, dil, pads,
                               macs, req_name)
-    buf, y = ctx.new_activation(out_name, out_shape, zero=ctx.needs_zero(req_name or out_name),
-                                frame=_inherited_frame(ctx, gr, out_shape, strides))
-    F = buf.frame
-    b = LinearBuilder(buf, n)
-    ctx.begin(buf, b)
-    ctx.set(out_name, y, internal=req_name is not None)
+    if into is None:
+        buf, y = ctx.new_activation(out_name, out_shape,
+                                    zero=ctx.needs_zero(req_name or out_name))
+        b = LinearBuilder(buf, n)
+        ctx.begin(buf, b)
+        ctx.set(out_name, y, internal=req_name is not None)
+    else:
+        layer, y = into
+        buf = layer.out
+        b = LinearBuilder(buf, n)
+        layer.steps.append(b)
+    o_blk = block_vectors(y, buf.start, n)
 
     affine = gr.affine
     if affine is not None:
         origin, (sN, s0s, s1s) = affine
-        junk = F.outer == 0 and s0s * sh == F.P * sw * s1s and s1s != 0 and \
-            F.P - Wo <= JUNK_LIMIT * F.P
-    else:
-        junk = False
-    cols = F.P if junk else Wo
-    nn, rr, cc = pixel_grid(N, Ho, cols)
-    care = cc < Wo
-    o_pix = F.pixel(nn, rr, cc)
-    lo_vec = int(x.idx.min() // n)
-    hi_vec = int(x.idx.max() // n)
+    nn, rr, cc = pixel_grid(N, Ho, Wo)
 
     nblk = -(-Co // n)
     cb_bias = (KH // 2, KW // 2)
@@ -126,7 +153,7 @@ def spatial_linear(ctx: Lowering, x: Tensor, out_name: str, out_shape, wfull: np
     blocks = [[[np.flatnonzero(has[kh, kw, s]).tolist() for s in range(gr.slots)]
                for kw in range(KW)] for kh in range(KH)]
     for kh, kw, i0, i1, inside in window_taps(rr, cc, S0, S1, (KH, KW), strides, dil, pads):
-        b.macs += int(np.count_nonzero(inside & care)) * macs
+        b.macs += int(np.count_nonzero(inside)) * macs
         if affine is not None:
             base = origin + nn * sN + i0 * s0s + i1 * s1s
         else:
@@ -137,20 +164,9 @@ def spatial_linear(ctx: Lowering, x: Tensor, out_name: str, out_shape, wfull: np
             if not blocks[kh][kw][s]:
                 continue
             xv = base + gr.off[s]
-            valid = inside.copy()
-            if affine is not None:
-                out_side = ~inside
-                if out_side.any():
-                    # taps that read the frame's zeros keep each tap one run; but the
-                    # rows above the first image and below the last (the two ends of the
-                    # run) are left out: those terms add exactly zero (a tile carrying
-                    # the bias gives its left-out outputs a zero-input term instead)
-                    known = np.zeros(len(xv), dtype=bool)
-                    known[out_side] = ctx.zeros.known(xv[out_side])
-                    in_range = (xv >= lo_vec) & (xv <= hi_vec)
-                    ends = ((i0 < 0) & (nn == 0)) | ((i0 >= S0) & (nn == N - 1))
-                    valid |= (known | (out_side & ~care & in_range)) & ~ends
-            o_valid, x_valid, care_valid = o_pix[valid], xv[valid], care[valid]
+            # only taps inside the input: a padding tap would cost a MatMul vector (runs
+            # break at the image's edges, which costs instructions, not cycles)
+            o_valid, x_valid = o_blk[inside], xv[inside]
             o_lack = None
             for cob in blocks[kh][kw][s]:
                 is_bias = has_bias and (kh, kw) == cb_bias and bias_slot[cob] == s
@@ -159,44 +175,21 @@ def spatial_linear(ctx: Lowering, x: Tensor, out_name: str, out_shape, wfull: np
                     kc = min(n, Co - cob * n)
                     tile[0, :kc] = bias[cob * n:cob * n + kc]
                     if o_lack is None:
-                        o_lack = o_pix[care & ~valid]
+                        o_lack = o_blk[~inside]
                     if len(o_lack):
-                        b.add(o_lack + cob, np.full(len(o_lack), -1), tile)
-                entry = by_tile.setdefault(tile.tobytes(), [tile, [], [], []])
-                entry[1].append(o_valid + cob)
+                        b.add(o_lack[:, cob], np.full(len(o_lack), -1), tile)
+                entry = by_tile.setdefault(tile.tobytes(), [tile, [], []])
+                entry[1].append(o_valid[:, cob])
                 entry[2].append(x_valid)
-                entry[3].append(care_valid)
-        for tile, os, xs, cs in by_tile.values():
-            b.add(np.concatenate(os), np.concatenate(xs), tile, np.concatenate(cs))
+        for tile, os, xs in by_tile.values():
+            b.add(np.concatenate(os), np.concatenate(xs), tile)
+    if into is not None:
+        return b
     # logical outputs with no term at all (e.g. every tap in padding, no bias) are zero
     covered = b.covered()
     vecs = ctx.vectors_in(y, buf)
     b.clear = vecs[~covered[vecs]]
     return b
-
-
-#: A convolution computes the extra columns of its output frame (which nobody reads), so that
-#: every tap is one run across rows, only when at most this fraction of the outputs is extra;
-#: else each tap is a run per row and the array skips them (8×8 images, P = 9: 11% of the
-#: MatMul vectors). The same limit lets an output keep its input's row pitch.
-JUNK_LIMIT = 0.05
-
-
-def _inherited_frame(ctx: Lowering, gr, out_shape, strides):
-    """The output frame with the input's row pitch, when that makes each tap one run across
-    rows at a small cost in extra columns; None for the default frame of the shape."""
-    if gr.affine is None:
-        return None
-    _, (sN, s0s, s1s) = gr.affine
-    sh, sw = strides
-    default = ctx.frame_for(out_shape)
-    Ho, Wo = spatial(out_shape)
-    if default is None or s1s <= 0 or Ho < 2 or (s0s * sh) % (sw * s1s):
-        return None
-    P = (s0s * sh) // (sw * s1s)
-    if P == default.P or P < default.P or (P - Wo) > JUNK_LIMIT * P:
-        return None
-    return Frame(default.N, default.S0, default.S1, default.Cb, P, default.M)
 
 
 @op("Conv", check=check_conv)
@@ -217,8 +210,43 @@ def conv(node, ctx: Lowering):
         wfull[:, :, gi * cog:(gi + 1) * cog, gi * Cig:(gi + 1) * Cig] = \
             w[gi * cog:(gi + 1) * cog].transpose(2, 3, 0, 1)
     out_shape = ctx.g.shape(node.outputs[0])
-    spatial_linear(ctx, x, node.outputs[0], out_shape, wfull, bias, strides, dil, pads,
-                   Co * Cig)
+
+    def lower(into=None):               # the input as it is named then (it may have moved)
+        return spatial_linear(ctx, ctx.tensor(node.inputs[0]), node.outputs[0], out_shape,
+                              wfull, bias, strides, dil, pads, Co * Cig, into=into)
+
+    def fusable():
+        return input_slots(ctx, ctx.tensor(node.inputs[0]), (KH, KW), pads, out_shape) \
+            is not None
+
+    if residual_add(ctx, node) is not None and fusable():
+        ctx.defer(node.outputs[0], [node.inputs[0]], lower, fusable)
+        return
+    lower()
+
+
+def residual_add(ctx: Lowering, node):
+    """The Add that is the only reader of ``node``'s output, when that Add's other operand is
+    a computed tensor of the same shape produced after ``node`` (so that it is still in the
+    accumulators when the Add comes): the Add then computes ``node`` into them
+    (:func:`..elementwise.add_sub`) and its result never makes a layer of its own (a
+    projection shortcut of a residual block: no store, no load back). None otherwise."""
+    g = ctx.g
+    out = node.outputs[0]
+    users = g.consumers(out)
+    if out in g.outputs or len(users) != 1 or users[0].op != "Add":
+        return None
+    add = users[0]
+    ins = [i for i in add.inputs if i]
+    if len(ins) != 2 or ins.count(out) != 1:
+        return None
+    other = ins[1] if ins[0] == out else ins[0]
+    maker = g.producer(other)
+    if maker is None or g.is_const(other) or \
+            not g.shape(other) == g.shape(out) == g.shape(add.outputs[0]):
+        return None
+    order = {id(m): k for k, m in enumerate(g.nodes)}
+    return add if order[id(maker)] > order[id(node)] else None
 
 
 def check_avgpool(node, g, arch) -> list[str]:

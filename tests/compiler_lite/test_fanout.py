@@ -64,6 +64,15 @@ class Net:
     def relu(self, x: str) -> str:
         return self.node("Relu", [x])
 
+    def bn_relu(self, x: str, c: int, positive: bool) -> str:
+        """BatchNormalization (scales all positive, or of either sign) then Relu."""
+        names = [self.name(k) for k in ("gamma", "beta", "mean", "var")]
+        lo = 0.5 if positive else -1.0
+        for k, v in zip(names, (self.rng.uniform(lo, 1.5, c), self.rng.normal(0, 0.3, c),
+                                self.rng.normal(0, 0.3, c), self.rng.uniform(0.5, 1.5, c))):
+            self.inits[k] = v
+        return self.relu(self.node("BatchNormalization", [x, *names], prefix="bn"))
+
     def maxpool(self, x: str) -> str:
         return self.node("MaxPool", [x], kernel_shape=[2, 2], strides=[2, 2])
 
@@ -282,7 +291,7 @@ def dags(draw):
 
     for _ in range(draw(st.integers(2, 7))):
         kind = draw(st.sampled_from(["conv", "conv", "relu", "maxpool", "avgpool", "add",
-                                     "concat", "upsample"]))
+                                     "concat", "upsample", "bnrelu"]))
         if kind in ("maxpool", "avgpool"):
             x = pick(lambda s: min(s[2:]) >= 2)
             n_, c, h, w = shapes[x]
@@ -309,6 +318,9 @@ def dags(draw):
             shapes[out] = (n_, co, ho, wo)
         elif kind == "relu":
             out = g.relu(x)
+            shapes[out] = shapes[x]
+        elif kind == "bnrelu":
+            out = g.bn_relu(x, c, draw(st.booleans()))
             shapes[out] = shapes[x]
         elif kind == "add":
             y = pick(lambda s: s == shapes[x])

@@ -65,7 +65,7 @@ def test_tables_on_the_core():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("board", ["pynqz1", "ultra96v2"])
+@pytest.mark.parametrize("board", ["pynqz1", "ultra96v2", "zcu104"])
 def test_resnet_on_the_core(board):
     x = (np.random.default_rng(0).standard_normal((1, 32, 32, 3)) * 0.25).astype(np.float32)
     c = compile_model(shared_path("models", "resnet20v2_cifar.onnx"), board,

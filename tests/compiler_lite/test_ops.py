@@ -14,10 +14,11 @@ from onnx import helper
 
 from compiler_lite.compile import compile_model
 from compiler_lite.frontend import load_graph
-from compiler_lite.kernels import ANY, Linear
+from compiler_lite.kernels import Linear
 from compiler_lite.lower import Lowering
 from tcu_hw.arch import preset
 from tcu_hw.errors import CompileError
+from tcu_hw.isa import MatMul
 
 from .helpers import (compile_and_run, float_arch, lsb, make_model, ort_run, rand,
                       small_arch)
@@ -162,6 +163,31 @@ CASES = {
         {"x": (1, 8, 6, 6)}, ["y"],
         {"w1": rand((8, 8, 3, 3), 1, 0.2), "b1": rand((8,), 2, 0.1),
          "w2": rand((8, 8, 3, 3), 3, 0.2)}),
+    "residual_projection_stride2": lambda: chain(
+        [node("Conv", ["x", "wp", "bp"], ["p"], strides=[2, 2]),
+         node("Conv", ["x", "w1", "b1"], ["a"], pads=[1, 1, 1, 1], strides=[2, 2]),
+         node("Relu", ["a"], ["r"]), node("Conv", ["r", "w2", "b2"], ["c"], pads=[1, 1, 1, 1]),
+         node("Add", ["p", "c"], ["s"]), node("Relu", ["s"], ["y"])],
+        {"x": (2, 8, 10, 9)}, ["y"],
+        {"wp": rand((20, 8, 1, 1), 4, 0.3), "bp": rand((20,), 5, 0.1),
+         "w1": rand((12, 8, 3, 3), 1, 0.2), "b1": rand((12,), 2, 0.1),
+         "w2": rand((20, 12, 3, 3), 3, 0.15), "b2": rand((20,), 6, 0.1)}),
+    "residual_projection_3x3_second_operand": lambda: chain(
+        [node("Relu", ["x"], ["x0"]),
+         node("Conv", ["x0", "wp"], ["p"], pads=[1, 1, 1, 1]),
+         node("Conv", ["x0", "w1"], ["a"], pads=[0, 0, 0, 0]), node("Relu", ["a"], ["r"]),
+         node("Conv", ["r", "w2", "b2"], ["c"], pads=[1, 1, 1, 1]),
+         node("Add", ["c", "p"], ["y"])],
+        {"x": (1, 6, 7, 7)}, ["y", "x0"],
+        {"wp": rand((8, 6, 3, 3), 4, 0.2), "w1": rand((6, 6, 1, 1), 1, 0.3),
+         "w2": rand((8, 6, 3, 3), 3, 0.2), "b2": rand((8,), 6, 0.1)}),
+    "conv_added_to_a_reshaped_gemm": lambda: chain(
+        [node("Conv", ["x", "wp"], ["p"]), node("Flatten", ["x"], ["f"]),
+         node("Gemm", ["f", "wg"], ["g"]), node("Reshape", ["g", "shape"], ["gs"]),
+         node("Add", ["p", "gs"], ["y"])],
+        {"x": (1, 5, 4, 6)}, ["y"],
+        {"wp": rand((8, 5, 1, 1), 4, 0.3), "wg": rand((120, 192), 1, 0.1),
+         "shape": np.array([1, 8, 4, 6], np.int64)}),
     "identity_output_and_intermediate": lambda: chain(
         [node("Identity", ["x"], ["y"]), node("Relu", ["x"], ["r"]),
          node("Gemm", ["r", "w"], ["z"])], {"x": (2, 5)}, ["y", "r", "z"],
@@ -172,8 +198,8 @@ CASES = {
 }
 
 # int-valued inputs of ONNX ops must be int64: rewrite those initializers
-INT_INPUTS = {"Slice": (1, 2, 3, 4), "Unsqueeze": (1,), "Squeeze": (1,), "Gather": (1,),
-              "Expand": (1,), "Tile": (1,), "Split": (1,), "Pad": (1,), "Resize": (3,)}
+INT_INPUTS = {"Reshape": (1,), "Slice": (1, 2, 3, 4), "Unsqueeze": (1,), "Squeeze": (1,),
+              "Gather": (1,), "Expand": (1,), "Tile": (1,), "Split": (1,), "Pad": (1,), "Resize": (3,)}
 
 
 def build(name):
@@ -203,7 +229,8 @@ def test_float_exact(name):
 
 #: LSB of tolerance beyond the default 12, for cases whose outputs sum many rounded products
 #: (every processing element rounds: the error grows like the square root of the length)
-TOL_LSB = {"conv_wide_channels": 24, "residual_block": 24}
+TOL_LSB = {"conv_wide_channels": 24, "residual_block": 24, "residual_projection_stride2": 24,
+           "residual_projection_3x3_second_operand": 24, "conv_added_to_a_reshaped_gemm": 24}
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -268,20 +295,47 @@ def test_pool_whose_window_alone_exceeds_the_accumulators_is_refused_by_name():
         compile_model(m, small_arch())
 
 
-# ------------------------------------------------------------- frame columns of a convolution
+# ------------------------------------------------------ padding taps of a convolution
 
-@pytest.mark.parametrize("width, extra", [(8, False), (40, True)])
-def test_conv_computes_its_frame_columns_only_when_they_are_few(width, extra):
-    """A 3×3 convolution's output frame has one zero column per row (P = W + 1). On an 8-wide
-    image that is 11% of the outputs, so each tap runs row by row and no MatMul vector lands
-    on a column nobody reads; on a 40-wide one (2.4%) each tap stays one run across rows.
-    Either way the result is onnxruntime's."""
-    m, feeds = conv_case((1, 8, 6, width), (8, 8, 3, 3), pads=[1, 1, 1, 1])
+@pytest.mark.parametrize("height, width", [(6, 8), (5, 40), (1, 9)])
+def test_conv_runs_only_the_taps_inside_its_input(height, width):
+    """A padded 3×3 convolution runs a MatMul vector only for the taps that fall inside the
+    input: no padding tap and no frame column costs a cycle (the runs break at the image's
+    edges instead). With one tile per tap, the vectors are (3H − 2)(3W − 2) for an H × W
+    image (3W − 2 when H = 1: only the middle row of the kernel is inside), and the result
+    is onnxruntime's."""
+    m, feeds = conv_case((1, 8, height, width), (8, 8, 3, 3), pads=[1, 1, 1, 1])
     arch = float_arch("pynqz1")
     low = Lowering(load_graph(m, None, None, source="model.onnx"), arch)
     low.run()
     steps = [s for lay in low.layers for s in lay.steps if isinstance(s, Linear)]
-    assert steps
-    assert any((s.first == ANY).any() for s in steps) == extra
-    _, run = compile_and_run(m, arch, feeds)
+    rows = 3 * height - 2 if height > 1 else 1
+    assert sum(len(s.o) for s in steps) == rows * (3 * width - 2)
+    c, run = compile_and_run(m, arch, feeds)
+    vectors = sum(i.size + 1 for i in c.program if isinstance(i, MatMul) and not i.zeroes)
+    assert vectors == rows * (3 * width - 2)        # (MatMuls with zeroes clear margins)
     np.testing.assert_allclose(run.outputs["y"], ort_run(m, feeds)["y"], rtol=1e-5, atol=1e-5)
+
+
+# -------------------------------------------------------------- projection shortcuts
+
+@pytest.mark.parametrize("name, fused", [("residual_projection_stride2", True),
+                                         ("residual_projection_3x3_second_operand", True),
+                                         ("conv_added_to_a_reshaped_gemm", False)])
+def test_projection_conv_is_computed_into_the_residual_add(name, fused):
+    """A convolution read only by an Add whose other operand comes later makes no layer of
+    its own: its MatMuls accumulate onto the other operand in the Add's layer (no store, no
+    load back). Added to a tensor stored otherwise than a vector per pixel and channel block
+    (a Gemm's output reshaped to an image), it is computed as a layer of its own first."""
+    m, feeds = build(name)
+    for a in (preset("pynqz1"), small_arch()):
+        c, run = compile_and_run(m, float_arch(a), feeds,
+                                 outputs=[o.name for o in m.graph.output])
+        names = [lay.name for lay in c.layers]
+        assert ("p" not in names) == fused, names
+        if fused:
+            conv = c.graph.producer("p").name
+            assert any(conv in lay.nodes and lay.name != "p" for lay in c.layers)
+        ref = ort_run(m, feeds)
+        for o in ref:
+            np.testing.assert_allclose(run.outputs[o], ref[o], rtol=1e-5, atol=1e-5)

@@ -1,0 +1,182 @@
+"""Standalone normalizations moved into their neighbours' weights.
+
+A BatchNormalization whose input other nodes read too cannot fold into the layer that
+produced that input. ResNet v2's pre-activation ``relu(bn(x))`` on a residual sum ``x`` is the
+common case: it costs a layer of its own (``x`` read back through the array, a diagonal MatMul
+per vector, then a ReLU pass and a store). When every channel's scale ``s`` is positive,
+``relu(s·x + t) = s·relu(x + t/s)``, and with ``c = t/s`` per channel::
+
+    x = Add(p, q)            p = Conv(…, bias + c): the sum becomes x' = x + c
+    relu(bn(x))     ──▶      relu(x')               the sum's layer saves x', then ReLU in place
+    Conv(relu(…), W)         Conv(relu(x'), W·s)    s scales the weights' input channels
+    Add(x, Conv(…, b))       Add(x', Conv(…, b − c))        readers of x take c back
+    Conv(x, W, b), no pads   Conv(x', W, b − W·c)
+
+so the normalization costs nothing. It applies when the sum is an Add fed by a convolution
+that nothing else reads, every reader of the normalization's ReLU is a convolution of it, and
+every other reader of ``x`` is one of the two forms above (and none of these tensors is a
+model output). Exact in real arithmetic; in fixed point ``s`` stays within
+[:data:`SCALE_MIN`, :data:`SCALE_MAX`] and ``|c|`` within :data:`OFFSET_MAX` of the data
+type's range, else the normalization is lowered as before.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from .frontend import Graph, Node
+
+#: Per-channel scales outside [SCALE_MIN, SCALE_MAX] are not moved into fixed-point weights
+#: (small weights would lose precision, large ones range).
+SCALE_MIN, SCALE_MAX = 0.25, 4.0
+#: Offsets t/s larger than this fraction of the data type's largest value are not added to
+#: the sum (it would get closer to saturation).
+OFFSET_MAX = 1 / 16
+
+
+def _conv_with_consts(g: Graph, node: Node | None) -> bool:
+    return node is not None and node.op == "Conv" and len(node.inputs) > 1 and \
+        g.is_const(node.inputs[1]) and (len(node.inputs) < 3 or not node.inputs[2]
+                                        or g.is_const(node.inputs[2]))
+
+
+def _only_reader(g: Graph, name: str, node: Node) -> bool:
+    users = g.consumers(name)
+    return name not in g.outputs and len(users) == 1 and users[0] is node and \
+        node.inputs.count(name) == 1
+
+
+def _unpadded(node: Node) -> bool:
+    auto = node.attr("auto_pad", "NOTSET")
+    if isinstance(auto, bytes):
+        auto = auto.decode()
+    pads = node.attr("pads") or []
+    return auto in ("NOTSET", "VALID") and not any(pads)
+
+
+def _scale_and_offset(g: Graph, bn: Node):
+    gamma, beta, mean, var = (np.asarray(g.consts[i], dtype=np.float64) for i in bn.inputs[1:5])
+    s = gamma / np.sqrt(var + float(bn.attr("epsilon", 1e-5)))
+    return s, (beta - mean * s) / np.where(s != 0, s, 1)
+
+
+def _plan(g: Graph, bn: Node, dtype):
+    """What moving ``bn`` needs: (relu, producer conv, {conv: bias change}, readers of the
+    ReLU to scale), or None when it does not apply."""
+    if bn.attr("training_mode", 0) or not all(g.is_const(i) for i in bn.inputs[1:5]):
+        return None
+    x, y = bn.inputs[0], bn.outputs[0]
+    users = g.consumers(y)
+    if y in g.outputs or len(users) != 1 or users[0].op != "Relu" or x in g.outputs:
+        return None
+    relu = users[0]
+    r = relu.outputs[0]
+    readers = g.consumers(r)
+    if r in g.outputs or not readers or any(
+            not _conv_with_consts(g, c) or c.inputs[0] != r or r in c.inputs[1:]
+            for c in readers):
+        return None
+    s, c = _scale_and_offset(g, bn)
+    if not np.all(s > 0):
+        return None
+    if not dtype.is_float and (s.min() < SCALE_MIN or s.max() > SCALE_MAX or
+                               np.abs(c).max() > OFFSET_MAX * dtype.max_raw / dtype.one):
+        return None
+    add = g.producer(x)
+    if add is None or add.op != "Add" or len([i for i in add.inputs if i]) != 2:
+        return None
+    feeds = [g.producer(i) for i in add.inputs if i and _only_reader(g, i, add)]
+    feeds = [p for p in feeds if _conv_with_consts(g, p)]
+    if not feeds:
+        return None
+    shape = g.shapes.get(x)
+    if shape is None or len(shape) < 3 or shape[1] != len(s):
+        return None
+    changes = {id(feeds[0]): (feeds[0], c)}
+    for user in g.consumers(x):
+        if user is bn:
+            continue
+        if user.op == "Add" and user.inputs.count(x) == 1 and \
+                len([i for i in user.inputs if i]) == 2:
+            other = next(i for i in user.inputs if i and i != x)
+            conv = g.producer(other)
+            if _only_reader(g, other, user) and _conv_with_consts(g, conv) and \
+                    id(conv) not in changes and g.shapes.get(other) == shape:
+                changes[id(conv)] = (conv, -c)
+                continue
+        if user.op == "Conv" and user.inputs[0] == x and x not in user.inputs[1:] and \
+                _conv_with_consts(g, user) and _unpadded(user) and id(user) not in changes:
+            changes[id(user)] = (user, -_weights_times(g, user, c))
+            continue
+        return None
+    return relu, changes, readers, s
+
+
+def _weights_times(g: Graph, conv: Node, c: np.ndarray) -> np.ndarray:
+    """Per output channel of ``conv``: Σ over its window and input channels of W · c."""
+    w = np.asarray(g.consts[conv.inputs[1]], dtype=np.float64)
+    co, cig = w.shape[:2]
+    group = int(conv.attr("group", 1))
+    per = w.reshape(co, cig, -1).sum(axis=2)                      # (Co, Cig)
+    cin = c.reshape(group, cig)                                    # each group's channels
+    return np.einsum("oc,oc->o", per, np.repeat(cin, co // group, axis=0))
+
+
+def _scale_inputs(w: np.ndarray, s: np.ndarray, group: int) -> np.ndarray:
+    """Conv weights (Co, Cig, …) with input channel k of each group scaled by its s."""
+    co, cig = w.shape[:2]
+    per_out = np.repeat(s.reshape(group, cig), co // group, axis=0)     # (Co, Cig)
+    return w * per_out.reshape(per_out.shape + (1,) * (w.ndim - 2))
+
+
+def prescale(g: Graph, dtype) -> Graph:
+    """``g`` with every normalization that :func:`_plan` accepts moved into its neighbours'
+    weights (a new graph; ``g`` and its constants are left as they are)."""
+    nodes = list(g.nodes)
+    consts = dict(g.consts)
+    bias: dict[str, np.ndarray] = {}            # conv node name → its bias so far
+    weights: dict[str, np.ndarray] = {}         # conv node name → its weights so far
+    drop, rewire = set(), {}
+    work = dataclasses.replace(g, nodes=nodes, consts=consts)
+    for bn in [n for n in g.nodes if n.op == "BatchNormalization"]:
+        got = _plan(work, bn, dtype)
+        if got is None:
+            continue
+        relu, changes, readers, s = got
+        for conv, delta in changes.values():
+            co = np.asarray(consts[conv.inputs[1]]).shape[0]
+            old = bias.get(conv.name)
+            if old is None:
+                has = len(conv.inputs) > 2 and conv.inputs[2]
+                old = np.asarray(consts[conv.inputs[2]], dtype=np.float64) if has \
+                    else np.zeros(co)
+            bias[conv.name] = old + delta
+        for conv in readers:
+            w = weights.get(conv.name, np.asarray(consts[conv.inputs[1]], dtype=np.float64))
+            weights[conv.name] = _scale_inputs(w, s, int(conv.attr("group", 1)))
+        drop.add(id(bn))
+        rewire[id(relu)] = bn.inputs[0]
+    if not drop:
+        return g
+    out = []
+    for node in nodes:
+        if id(node) in drop:
+            continue
+        ins = list(node.inputs)
+        if id(node) in rewire:
+            ins[0] = rewire[id(node)]
+        if node.name in weights:
+            ins[1] = f"{node.name}:prescaled:W"
+            consts[ins[1]] = weights[node.name].astype(np.float32)
+        if node.name in bias:
+            ins = ins + [""] * (3 - len(ins))
+            ins[2] = f"{node.name}:prescaled:B"
+            consts[ins[2]] = bias[node.name].astype(np.float32)
+        out.append(dataclasses.replace(node, inputs=ins) if ins != node.inputs else node)
+    shapes = dict(g.shapes)
+    for name in list(consts):
+        if name.endswith((":prescaled:W", ":prescaled:B")):
+            shapes[name] = tuple(consts[name].shape)
+    return dataclasses.replace(g, nodes=out, consts=consts, shapes=shapes)
