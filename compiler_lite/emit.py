@@ -4,17 +4,18 @@
 Per layer the local-memory arena holds the weight tiles (all of them when they fit, else two
 chunks that stream), the layer's constant vectors, the staging areas of the sources that live
 in DRAM (two each when they fit: the next partition's DRAM loads are issued before this
-partition's compute, so the DRAM unit works while the array does) and two output staging
-areas. The accumulators hold the constant vectors, then one region per buffer the layer's
-steps write.
+partition's compute, so the DRAM unit works while the array does) and, for each buffer the
+layer stores that lives in DRAM0 (its output, and any :class:`~.kernels.Save` copy), two
+output staging areas. The accumulators hold the constant vectors, then one region per buffer
+the layer's steps write.
 
 Within a partition (:meth:`Emitter.emit_partition`) the producer's terms are emitted tile by
-tile (one LoadWeights, then its MatMuls rolled up into strided runs), then each in-place step,
-then the store.
+tile (one LoadWeights, then its MatMuls rolled up into strided runs), then each in-place step
+(a Save stores the partition's output vectors as they are at that point), then the store.
 
 ::
 
-    local:  [ residents | tiles (all, or 2 chunks) | consts | src stage ×2 | out stage ×2 ]
+    local:  [ residents | tiles (all, or 2 chunks) | consts | src stage ×2 | out stage ×2 … ]
     acc:    [ consts | region per written buffer (this partition's span) ]
 """
 

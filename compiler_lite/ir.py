@@ -9,23 +9,21 @@ instructions); consumers read the structure they need from it (which vectors hol
 channels, and in which lanes) and fold any lane order into their weights.
 
 Spatial buffers use a *frame* (:class:`Frame`): images stacked along the outer spatial axis,
-each row padded to a pitch ``P`` with zero columns and separated by ``M`` zero rows, so that
-a convolution's padding reads real zero vectors and every kernel tap is one strided run.
+pixels row-major with ``Cb`` vectors each (one per block of n channels), rows of pitch ``P``
+pixels and ``M`` rows between images (the lowering uses ``P`` = the row's width and ``M`` = 0:
+a padded window never reads outside its input, so no buffer needs zero margins).
 
 ::
 
-    frame of one image, P = W + 1, M = 1, Cb vectors per pixel (· = zero vectors)
+    frame of one 2 × 4 image, Cb = 2 (channels 0..n-1 in a, n..2n-1 in b)
 
-        · · · · · · · · ·      margin row (zero)
-        x x x x x x x x ·      row 0: W pixels, then P - W zero columns
-        x x x x x x x x ·      row 1  (column -1 of row 1 is the zero column of row 0)
-        ...
-        · · · · · · · · ·      margin row, shared with the next image
+        a b a b a b a b        row 0: pixel (0, 0) … (0, 3)
+        a b a b a b a b        row 1
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -118,8 +116,7 @@ def unique_rows(a: np.ndarray):
 class Buffer:
     """A run of ``vectors`` vectors holding (part of) one or more tensors.
 
-    ``zero``: vectors the producer must leave zero (frame margins that consumers read as
-    padding), or None. ``row``: vectors per row, the unit the planner partitions by.
+    ``row``: vectors per row, the unit the planner partitions by.
     ``dirty``: lanes outside the tensor may hold non-zero values (e.g. after an op with
     f(0) ≠ 0); in a clean buffer they are zero, which lets a weight tile skip its zero rows.
     ``home``: where the planner put it: ("dram0"|"dram1"|"local", vector address).
@@ -129,7 +126,6 @@ class Buffer:
     vectors: int
     start: int
     row: int = 1
-    zero: np.ndarray | None = None
     frame: "Frame | None" = None
     dirty: bool = False
     home: tuple | None = None
@@ -234,7 +230,7 @@ class Frame:
     """Geometry of a spatial buffer [N, C, S0, S1] (S1 = 1 for 1-D signals).
 
     ``outer`` is the spatial axis (0 or 1 of S0, S1) stored outermost; rows of the other axis
-    have pitch ``P`` pixels; ``M`` zero rows before, between and after images; ``Cb`` vectors
+    have pitch ``P`` pixels; ``M`` rows before, between and after images; ``Cb`` vectors
     per pixel (≥ ceil(C/n); a power of two keeps pixel strides encodable).
     """
 
@@ -264,30 +260,20 @@ class Frame:
 
     def pixel(self, n, s0, s1):
         """Vector of channel block 0 of pixel (n, s0, s1) (numpy broadcasting; the formula
-        extends past the image into margins and zero columns)."""
+        extends past the image)."""
         r, c = (s0, s1) if self.outer == 0 else (s1, s0)
         return ((self.M + np.asarray(n) * (self.rows + self.M) + r) * self.P + c) * self.Cb
 
-    def zero_mask(self) -> np.ndarray:
-        """True for margin rows and zero columns (every vector of those pixels)."""
-        rows = self.M + self.N * (self.rows + self.M)
-        m = np.ones((rows, self.P), dtype=bool)
-        for k in range(self.N):
-            r0 = self.M + k * (self.rows + self.M)
-            m[r0:r0 + self.rows, :self.cols] = False
-        return np.repeat(m.reshape(-1), self.Cb)
 
-
-def frame_layout(space: Space, name: str, shape, frame: Frame, n: int, zero: bool,
+def frame_layout(space: Space, name: str, shape, frame: Frame, n: int,
                  **kw) -> tuple[Buffer, Tensor]:
-    """A new framed buffer for a [N, C, S0(, S1)] tensor; ``zero`` asks for zero margins."""
+    """A new framed buffer for a [N, C, S0(, S1)] tensor."""
     shape = tuple(shape)
     N, C = shape[0], shape[1]
     S0 = shape[2]
     S1 = shape[3] if len(shape) > 3 else 1
     assert (N, S0, S1) == (frame.N, frame.S0, frame.S1), (shape, frame)
     buf = space.new(name, frame.vectors, row=frame.row_vectors, frame=frame,
-                    zero=frame.zero_mask() if zero else None,
                     elements=int(np.prod(shape, dtype=np.int64)), **kw)
     nn, cc, s0, s1 = np.meshgrid(np.arange(N), np.arange(C), np.arange(S0), np.arange(S1),
                                  indexing="ij")
@@ -389,31 +375,3 @@ def affine_fit(base: np.ndarray):
     grid = np.indices(base.shape, dtype=np.int64)
     pred = origin + sum(g * s for g, s in zip(grid, strides))
     return (origin, tuple(strides)) if np.array_equal(pred, base) else None
-
-
-@dataclass
-class Zeros:
-    """Which virtual vectors are known to be zero (frame margins of buffers that keep them)."""
-
-    space: Space
-    _mask: dict = field(default_factory=dict)
-
-    def known(self, vec: np.ndarray) -> np.ndarray:
-        vec = np.asarray(vec, dtype=np.int64)
-        out = np.zeros(vec.shape, dtype=bool)
-        if not vec.size:
-            return out
-        owner = self.space.owner(vec)
-        for b in distinct(owner):
-            if b < 0:
-                continue
-            buf = self.space.buffers[b]
-            if buf.zero is None:
-                continue
-            sel = owner == b
-            rel = vec[sel] - buf.start
-            inside = (rel >= 0) & (rel < buf.vectors)
-            ok = np.zeros(rel.shape, dtype=bool)
-            ok[inside] = buf.zero[rel[inside]]
-            out[sel] = ok
-        return out

@@ -4,7 +4,7 @@ A :class:`Layer` computes one buffer. Its first step produces vectors in the acc
 (:class:`Linear`: MatMuls through weight tiles; :class:`Load`: local → accumulator moves);
 the following steps work in place on them (:class:`Simd` passes, an accumulating :class:`Load`
 of another buffer, a further accumulating :class:`Linear`), or reduce windows into a new buffer
-(:class:`Reduce`, e.g. max pooling); :class:`Zero` clears frame margins last. A :class:`Save`
+(:class:`Reduce`, e.g. max pooling); :class:`Zero` clears vectors no term writes. A :class:`Save`
 stores the output as it is at that point to a buffer of its own (a tensor that others read
 as it was, before the layer goes on in place). The planner cuts a layer into partitions of its
 final buffer and emits each step for each partition.
@@ -276,7 +276,7 @@ class Reduce:
 
 @dataclass(eq=False)
 class Zero:
-    """Clear vectors ``o`` of ``buf`` (frame margins and zero columns)."""
+    """Clear vectors ``o`` of ``buf`` (outputs that no term writes)."""
 
     buf: Buffer
     o: np.ndarray

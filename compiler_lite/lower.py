@@ -8,10 +8,9 @@ layer that first loads its input into the accumulators. A per-channel affine map
 linear producer (BatchNormalization, Mul/Add/Sub/Div by constants) is folded into its weights.
 
 :func:`check_graph` first checks every node against the operators :mod:`compiler_lite.ops`
-registers (:mod:`compiler_lite.registry`). Before lowering, :func:`frame_requirements` finds
-which tensors are read with zero padding, and every spatial buffer of the same shape gets the
-same frame (:class:`~.ir.Frame`), so that padded convolutions read zero vectors and run as one
-instruction per tile.
+registers (:mod:`compiler_lite.registry`). Spatial tensors are stored in a frame
+(:class:`~.ir.Frame`: pixels row-major, one vector per block of n channels); a padded window
+never reads outside its input, so no buffer keeps zero margins.
 """
 
 from __future__ import annotations
@@ -25,68 +24,11 @@ from tcu_hw.isa import SimdOp as Op
 
 from . import ops  # noqa: F401 - registers the operators
 from .frontend import Graph, Node
-from .geometry import spatial, window_attrs
-from .ir import (Buffer, Frame, Space, Tensor, Zeros, ceil_div, distinct, flat_layout,
+from .geometry import spatial
+from .ir import (Buffer, Frame, Space, Tensor, ceil_div, distinct, flat_layout,
                  frame_layout, io_order, next_pow2, unique_pairs)
 from .kernels import Layer, LinearBuilder, Load, Reduce, Save, Simd, SimdStep, Zero
 from .registry import OPS
-
-#: Ops whose output has the input's shape and layout, element by element (frame
-#: requirements of the output pass to the inputs).
-ELEMENTWISE = {"Relu", "LeakyRelu", "Clip", "PRelu", "BatchNormalization", "Add", "Sub", "Mul",
-               "Div", "Max", "Min", "Pow", "Sigmoid", "Tanh", "Exp", "HardSigmoid", "HardSwish",
-               "Elu", "Selu", "Softplus", "Softsign", "Identity", "Dropout", "Neg", "Abs",
-               "Sqrt", "Reciprocal", "Log", "Erf", "Gelu", "Mish", "ThresholdedRelu"}
-
-
-# --------------------------------------------------------------------------------- frames
-
-def frame_requirements(g: Graph) -> dict[str, tuple[int, int, int, int]]:
-    """Zero padding (top, bottom, left, right) that readers of each tensor need, passed back
-    through element-wise operators to the tensor whose buffer will hold it."""
-    req: dict[str, tuple] = {}
-
-    def need(name, pads):
-        old = req.get(name, (0, 0, 0, 0))
-        req[name] = tuple(max(a, b) for a, b in zip(old, pads))
-
-    for node in reversed(g.nodes):
-        if node.op == "Conv" or (node.op == "AveragePool"):
-            x = node.inputs[0]
-            shape = g.shapes.get(x)
-            if shape is None or spatial(shape) is None:
-                continue
-            kernel = node.attr("kernel_shape") or list(g.consts[node.inputs[1]].shape[2:]) \
-                if node.op == "Conv" and node.inputs[1] in g.consts else node.attr("kernel_shape")
-            if not kernel:
-                continue
-            try:
-                _, _, _, pads = window_attrs(node, shape, kernel)
-            except (TypeError, ValueError, IndexError):
-                continue
-            if any(pads):
-                need(x, pads)
-        elif node.op in ELEMENTWISE and node.outputs[0] in req:
-            for x in node.inputs:
-                if x and not g.is_const(x) and g.shapes.get(x) == g.shapes[node.outputs[0]]:
-                    need(x, req[node.outputs[0]])
-    return req
-
-
-def frames_by_shape(g: Graph, req) -> dict[tuple, tuple[int, int]]:
-    """(N, S0, S1) → (zero columns Z, margin rows M) shared by all buffers of that shape."""
-    out: dict[tuple, tuple[int, int]] = {}
-    for name, (pt, pb, pl, pr) in req.items():
-        shape = g.shapes.get(name)
-        sp = spatial(shape) if shape else None
-        if sp is None:
-            continue
-        key = (shape[0], *sp)
-        z0, m0 = out.get(key, (0, 0))
-        z = max(z0, pl, pr)
-        m = max(m0, pt, pb, 1 if z else 0)
-        out[key] = (z, m)
-    return out
 
 
 # --------------------------------------------------------------------------------- checks
@@ -133,12 +75,9 @@ class Lowering:
         self.n = arch.array_size
         self.resize_mode = resize_mode
         self.space = Space(self.n)
-        self.zeros = Zeros(self.space)
         self.values: dict[str, Tensor] = {}
         self.layers: list[Layer] = []
         self.open: Layer | None = None
-        self.req = frame_requirements(g)
-        self.frames = frames_by_shape(g, self.req)
         self.remaining = Counter()
         for node in g.nodes:
             for x in set(i for i in node.inputs if i):
@@ -240,31 +179,23 @@ class Lowering:
         sp = spatial(shape)
         if sp is None:
             return None
-        z, m = self.frames.get((shape[0], *sp), (0, 0))
         cb = next_pow2(ceil_div(shape[1], self.n))
-        return Frame(shape[0], sp[0], sp[1], cb, sp[1] + z, m)
+        return Frame(shape[0], sp[0], sp[1], cb, sp[1])
 
-    def needs_zero(self, name: str) -> bool:
-        """Whether readers of tensor ``name`` read its frame margins as zero padding."""
-        return any(self.req.get(name, (0, 0, 0, 0)))
-
-    def new_activation(self, name: str, shape, zero: bool | None = None,
-                       frame: Frame | None = None, order=None) -> tuple[Buffer, Tensor]:
+    def new_activation(self, name: str, shape, frame: Frame | None = None,
+                       order=None) -> tuple[Buffer, Tensor]:
         """A buffer for a new tensor ``name``: framed when spatial, else the model's I/O
-        layout (or axes in ``order``, the last in lanes); ``zero`` (default: whether readers
-        need padding) keeps its margins zero."""
+        layout (or axes in ``order``, the last in lanes)."""
         shape = tuple(int(d) for d in shape)
         if order is not None:
             return flat_layout(self.space, name, shape, order, self.n)
         frame = frame or self.frame_for(shape)
-        if zero is None:
-            zero = self.needs_zero(name)
         if frame is not None:
             if len(shape) == 3:
                 shape4 = (shape[0], shape[1], 1, shape[2])
-                buf, t = frame_layout(self.space, name, shape4, frame, self.n, zero)
+                buf, t = frame_layout(self.space, name, shape4, frame, self.n)
                 return buf, Tensor(t.idx.reshape(shape), name)
-            return frame_layout(self.space, name, shape, frame, self.n, zero)
+            return frame_layout(self.space, name, shape, frame, self.n)
         return flat_layout(self.space, name, shape, io_order(len(shape)), self.n)
 
     def like(self, name: str, t: Tensor) -> tuple[Buffer, Tensor]:
@@ -305,8 +236,7 @@ class Lowering:
         return layer
 
     def close(self) -> None:
-        """Finish the open layer: build its weight terms (with any folded affine map) and
-        clear the frame margins its readers need."""
+        """Finish the open layer: build its weight terms (with any folded affine map)."""
         layer, self.open = self.open, None
         if layer is None:
             return
@@ -321,9 +251,6 @@ class Lowering:
             if isinstance(s, LinearBuilder):
                 layer.steps[k] = s.build(accumulate=True)
                 layer.macs += s.macs
-        out = layer.out
-        if out.zero is not None and out.zero.any():
-            layer.steps.append(Zero(out, np.nonzero(out.zero)[0]))
 
     def extend(self, name: str, allow_reduce: bool = True) -> tuple[Layer, Tensor] | None:
         """The open layer and tensor ``name`` when the current node may work on it in place
@@ -338,10 +265,11 @@ class Lowering:
         return layer, self.tensor(name)
 
     def _may_extend(self, layer: Layer, allow_reduce: bool) -> bool:
-        """Whether the current node may add steps to ``layer``: not after a Reduce when
-        ``allow_reduce`` is False, and not when it reads a buffer that ``layer`` saves (that
-        is in memory only once the layer is done)."""
-        if not allow_reduce and any(isinstance(s, Reduce) for s in layer.steps):
+        """Whether the current node may add steps to ``layer``: not a Reduce
+        (``allow_reduce`` False) after a Reduce or a Save (a Save stores the layer's output
+        partition by partition, which a Reduce would change), and not when the node reads a
+        buffer that ``layer`` saves (in memory only once the layer is done)."""
+        if not allow_reduce and any(isinstance(s, (Reduce, Save)) for s in layer.steps):
             return False
         return not self.reads_saved(layer, self.node.inputs if self.node else ())
 
@@ -358,10 +286,9 @@ class Lowering:
         (a :class:`Save` into a buffer of its own, which ``name`` then names), then goes on
         in place. One store instead of a copy layer's store, load back and store.
 
-        A buffer with zero margins has them cleared before the save as well as when the layer
-        closes, so the saved copy keeps them. Not when the buffer holds other live tensors,
-        nor when the current node reads ``name`` twice. The result gets zero margins when its
-        readers want them."""
+        Not when the buffer holds other live tensors, when the current node reads ``name``
+        twice, or when it will reduce (a Save stores the output the layer ends with, range by
+        range)."""
         layer = self.open
         t = self.values.get(name)
         if layer is None or self.node is None or t is None:
@@ -371,22 +298,13 @@ class Lowering:
         if len(bufs) != 1 or bufs[0] is not b or t.idx.size != b.elements or \
                 b.role != "temp" or self.node.inputs.count(name) > 1:
             return None
-        wants_zero = self.needs_zero(self.node.outputs[0])
-        if wants_zero and b.frame is None:
-            return None
         if any(self.alive(w) for w in self.refs.get(id(b), ()) if w != name):
             return None
-        if not self._may_extend(layer, allow_reduce):
+        if not allow_reduce or not self._may_extend(layer, allow_reduce):
             return None
-        margins = b.zero is not None and b.zero.any()
         saved = self.space.new(name, b.vectors, row=b.row, frame=b.frame,
-                               zero=b.zero.copy() if margins else None,
                                elements=b.elements, dirty=b.dirty, extent=b.extent)
-        if margins:
-            layer.steps.append(Zero(b, np.nonzero(b.zero)[0]))
         layer.steps.append(Save(saved))
-        if wants_zero and not margins:
-            b.zero = b.frame.zero_mask()            # cleared when the layer closes
         self.refs.get(id(b), set()).discard(name)
         self.set(name, Tensor(t.idx + (saved.start - b.start) * self.n))
         if self.node.name not in layer.nodes:
@@ -408,7 +326,6 @@ class Lowering:
         default layout for ``out_name``. The copy is for in-place work, so an element that
         ``t`` holds more than once (``Concat(a, a)``) gets a place of its own."""
         bufs = self.buffers_of(t)
-        zero = self.needs_zero(out_name)
         flat = t.idx.reshape(-1)
         order = np.argsort(flat, kind="stable")
         head = np.ones(flat.size, dtype=bool)
@@ -420,15 +337,14 @@ class Lowering:
                 and bufs[0].role != "const" and not repeat.any():
             src = bufs[0]
             buf = self.space.new(out_name, src.vectors, row=src.row, frame=src.frame,
-                                 zero=src.frame.zero_mask() if zero else None,
                                  elements=src.elements, dirty=src.dirty, extent=src.extent)
             nt = Tensor(t.idx + (buf.start - src.start) * self.n)
             allv = np.arange(src.vectors)
             layer = self.begin(buf, Load(buf, allv, allv + src.start))
             return layer, nt
-        if len(bufs) == 1 and bufs[0].frame is None and not zero and not repeat.any():
+        if len(bufs) == 1 and bufs[0].frame is None and not repeat.any():
             buf, nt = self.like(out_name, t)         # keep its lanes (e.g. [B, T, C] rows)
-        elif len(bufs) == 1 and bufs[0].frame is None and not zero:
+        elif len(bufs) == 1 and bufs[0].frame is None:
             # like that, a repeat in a vector of its own (copied whole from the same source)
             n = self.n
             keys, slot = np.unique(repeat * (flat.max() // n + 1) + flat // n,
@@ -438,7 +354,7 @@ class Lowering:
             buf.set_extent(idx, n)
             nt = Tensor(idx.reshape(t.shape), out_name)
         else:
-            buf, nt = self.new_activation(out_name, t.shape, zero=zero)
+            buf, nt = self.new_activation(out_name, t.shape)
         layer = self.begin(buf, self.copy_step(t, nt))
         return layer, nt
 
@@ -549,8 +465,8 @@ class Lowering:
         s2[v, lane] = np.broadcast_to(np.asarray(scale, dtype=np.float64), t.shape).reshape(-1)
         t2[v, lane] = np.broadcast_to(np.asarray(offset, dtype=np.float64), t.shape).reshape(-1)
         if out.frame is not None:
-            # vectors outside the tensor (frame columns, margins) take the map of their
-            # channel block, so that runs do not break at them; margins are cleared later
+            # vectors outside the tensor (channel blocks beyond C, up to a power of two) take
+            # the map of their channel block, so that runs do not break at them
             cb = out.frame.Cb
             logical = np.zeros(out.vectors, dtype=bool)
             logical[v] = True

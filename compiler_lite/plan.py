@@ -119,12 +119,8 @@ class Planner:
         """Make every layer read only memory that holds the value at that point: the model's
         inputs, constants and buffers that earlier layers stored.
 
-        A convolution may read a known-zero frame vector just outside its input (padding),
-        so that its runs do not break there; that vector belongs to a neighbouring buffer,
-        which may not be in memory yet (the layer's own output) or ever (a buffer that only
-        lives in the accumulators). Such a term becomes a MatMul with the zeroes flag (the
-        tile's bias alone: the same value). Any other read of such a buffer is a lowering
-        bug."""
+        A read of a buffer that is not in memory yet (the layer's own output) or ever (one
+        that only lives in the accumulators) is a lowering bug."""
         stored: dict[int, int] = {}
         for li, layer in enumerate(self.layers):
             for b in layer.written:
@@ -144,13 +140,7 @@ class Planner:
             for s in layer.steps:
                 if not isinstance(s, (Linear, Load)):
                     continue
-                if isinstance(s, Linear):
-                    real = np.nonzero(s.x >= 0)[0]
-                    away = real[unreadable(s.x[real], li)]
-                    s.x[away[self._known_zero(s.x[away])]] = -1
-                    x = s.sources()
-                else:
-                    x = s.x
+                x = s.sources() if isinstance(s, Linear) else s.x
                 bad = x[unreadable(x, li)]
                 if len(bad):
                     b = self.space.buffers[self.space.owner(bad[:1])[0]]
@@ -159,18 +149,6 @@ class Planner:
                     raise CompileError(
                         f"{self.source}: layer {layer.name!r} (nodes {', '.join(layer.nodes)}):"
                         f" internal: reads {b.name!r}, {what}")
-
-    def _known_zero(self, vec: np.ndarray) -> np.ndarray:
-        """Whether each virtual vector is a frame vector its buffer keeps zero."""
-        out = np.zeros(len(vec), dtype=bool)
-        owner = self.space.owner(vec)
-        for k in np.unique(owner):
-            b = self.space.buffers[k]
-            sel = owner == k
-            rel = vec[sel] - b.start
-            if b.zero is not None:
-                out[sel] = (rel >= 0) & (rel < b.vectors) & b.zero[np.clip(rel, 0, b.vectors - 1)]
-        return out
 
     # ------------------------------------------------------------------------- constants
 

@@ -15,9 +15,9 @@ per vector, then a ReLU pass and a store). When every channel's scale ``s`` is p
 so the normalization costs nothing. It applies when the sum is an Add fed by a convolution
 that nothing else reads, every reader of the normalization's ReLU is a convolution of it, and
 every other reader of ``x`` is one of the two forms above (and none of these tensors is a
-model output). Exact in real arithmetic; in fixed point ``s`` stays within
-[:data:`SCALE_MIN`, :data:`SCALE_MAX`] and ``|c|`` within :data:`OFFSET_MAX` of the data
-type's range, else the normalization is lowered as before.
+model output). Exact in real arithmetic; ``s`` must lie within [:data:`SCALE_MIN`,
+:data:`SCALE_MAX`] and, in fixed point, ``|c|`` and every bias change within
+:data:`OFFSET_MAX` of the data type's range, else the normalization is lowered as before.
 """
 
 from __future__ import annotations
@@ -28,11 +28,11 @@ import numpy as np
 
 from .frontend import Graph, Node
 
-#: Per-channel scales outside [SCALE_MIN, SCALE_MAX] are not moved into fixed-point weights
-#: (small weights would lose precision, large ones range).
+#: Per-channel scales outside [SCALE_MIN, SCALE_MAX] are not moved into the weights (small
+#: weights would lose precision, large ones range; a near-dead channel's t/s would swamp x).
 SCALE_MIN, SCALE_MAX = 0.25, 4.0
-#: Offsets t/s larger than this fraction of the data type's largest value are not added to
-#: the sum (it would get closer to saturation).
+#: Offsets t/s (and the bias changes W·t/s they cause) larger than this fraction of a
+#: fixed-point type's largest value are not made (the sums would get closer to saturation).
 OFFSET_MAX = 1 / 16
 
 
@@ -79,20 +79,21 @@ def _plan(g: Graph, bn: Node, dtype):
             for c in readers):
         return None
     s, c = _scale_and_offset(g, bn)
-    if not np.all(s > 0):
+    if not np.all(s > 0) or s.min() < SCALE_MIN or s.max() > SCALE_MAX:
         return None
-    if not dtype.is_float and (s.min() < SCALE_MIN or s.max() > SCALE_MAX or
-                               np.abs(c).max() > OFFSET_MAX * dtype.max_raw / dtype.one):
+    limit = np.inf if dtype.is_float else OFFSET_MAX * dtype.max_raw / dtype.one
+    if np.abs(c).max() > limit:
         return None
     add = g.producer(x)
     if add is None or add.op != "Add" or len([i for i in add.inputs if i]) != 2:
         return None
-    feeds = [g.producer(i) for i in add.inputs if i and _only_reader(g, i, add)]
-    feeds = [p for p in feeds if _conv_with_consts(g, p)]
-    if not feeds:
-        return None
     shape = g.shapes.get(x)
     if shape is None or len(shape) < 3 or shape[1] != len(s):
+        return None
+    feeds = [g.producer(i) for i in add.inputs
+             if i and _only_reader(g, i, add) and g.shapes.get(i) == shape]
+    feeds = [p for p in feeds if _conv_with_consts(g, p)]
+    if not feeds:
         return None
     changes = {id(feeds[0]): (feeds[0], c)}
     for user in g.consumers(x):
@@ -108,8 +109,10 @@ def _plan(g: Graph, bn: Node, dtype):
                 continue
         if user.op == "Conv" and user.inputs[0] == x and x not in user.inputs[1:] and \
                 _conv_with_consts(g, user) and _unpadded(user) and id(user) not in changes:
-            changes[id(user)] = (user, -_weights_times(g, user, c))
-            continue
+            back = _weights_times(g, user, c)
+            if np.abs(back).max() <= limit:         # the bias moves by as much as c at most
+                changes[id(user)] = (user, -back)
+                continue
         return None
     return relu, changes, readers, s
 
@@ -136,8 +139,8 @@ def prescale(g: Graph, dtype) -> Graph:
     weights (a new graph; ``g`` and its constants are left as they are)."""
     nodes = list(g.nodes)
     consts = dict(g.consts)
-    bias: dict[str, np.ndarray] = {}            # conv node name → its bias so far
-    weights: dict[str, np.ndarray] = {}         # conv node name → its weights so far
+    bias: dict[int, np.ndarray] = {}            # id(conv node) → its bias so far
+    weights: dict[int, np.ndarray] = {}         # id(conv node) → its weights so far
     drop, rewire = set(), {}
     work = dataclasses.replace(g, nodes=nodes, consts=consts)
     for bn in [n for n in g.nodes if n.op == "BatchNormalization"]:
@@ -147,33 +150,34 @@ def prescale(g: Graph, dtype) -> Graph:
         relu, changes, readers, s = got
         for conv, delta in changes.values():
             co = np.asarray(consts[conv.inputs[1]]).shape[0]
-            old = bias.get(conv.name)
+            old = bias.get(id(conv))
             if old is None:
                 has = len(conv.inputs) > 2 and conv.inputs[2]
                 old = np.asarray(consts[conv.inputs[2]], dtype=np.float64) if has \
                     else np.zeros(co)
-            bias[conv.name] = old + delta
+            bias[id(conv)] = old + delta
         for conv in readers:
-            w = weights.get(conv.name, np.asarray(consts[conv.inputs[1]], dtype=np.float64))
-            weights[conv.name] = _scale_inputs(w, s, int(conv.attr("group", 1)))
+            w = weights.get(id(conv), np.asarray(consts[conv.inputs[1]], dtype=np.float64))
+            weights[id(conv)] = _scale_inputs(w, s, int(conv.attr("group", 1)))
         drop.add(id(bn))
         rewire[id(relu)] = bn.inputs[0]
     if not drop:
         return g
     out = []
-    for node in nodes:
+    for k, node in enumerate(nodes):
         if id(node) in drop:
             continue
         ins = list(node.inputs)
         if id(node) in rewire:
             ins[0] = rewire[id(node)]
-        if node.name in weights:
-            ins[1] = f"{node.name}:prescaled:W"
-            consts[ins[1]] = weights[node.name].astype(np.float32)
-        if node.name in bias:
+        key = id(node)
+        if key in weights:
+            ins[1] = f"{node.name}:{k}:prescaled:W"
+            consts[ins[1]] = weights[key].astype(np.float32)
+        if key in bias:
             ins = ins + [""] * (3 - len(ins))
-            ins[2] = f"{node.name}:prescaled:B"
-            consts[ins[2]] = bias[node.name].astype(np.float32)
+            ins[2] = f"{node.name}:{k}:prescaled:B"
+            consts[ins[2]] = bias[key].astype(np.float32)
         out.append(dataclasses.replace(node, inputs=ins) if ins != node.inputs else node)
     shapes = dict(g.shapes)
     for name in list(consts):

@@ -159,8 +159,9 @@ def add_sub(ctx: Lowering, node, a: str, b: str, sign: float) -> None:
 def _add_deferred(ctx: Lowering, node, a: str, b: str) -> bool:
     """a + b where one operand's convolution was deferred to this Add
     (:func:`.linear.residual_add`): the other in the accumulators, the convolution's MatMuls
-    accumulate onto it. False (nothing done) when neither or both were deferred, or the
-    other is not stored a vector per pixel and channel block."""
+    accumulate onto it. False (nothing done) when neither or both were deferred, when the
+    other is not stored a vector per pixel and channel block, or when the convolution
+    cannot read its input in place in that layer (:meth:`Lowering.fusable`)."""
     pending = [v for v in (a, b) if v in ctx.deferred]
     if len(pending) != 1:
         return False

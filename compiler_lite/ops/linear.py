@@ -3,8 +3,9 @@
 the per-channel affine maps (BatchNormalization) that fold into them.
 
 A convolution is lowered without im2col: for each kernel tap, input slot (a vector of input
-channels) and output block of n channels there is one weight tile, and the tile's MatMul runs
-over every output pixel whose input pixel exists or is a known zero vector of a frame.
+channels) and output block of n channels there is one weight tile, and the tile's MatMuls run
+over the output pixels whose input pixel through that tap lies inside the input (a padding
+tap costs no cycle: the runs break at the image's edges instead).
 """
 
 from __future__ import annotations
@@ -36,20 +37,13 @@ def check_conv(node, g, arch) -> list[str]:
     return out
 
 
-def input_slots(ctx: Lowering, x: Tensor, kernel, pads, out_shape):
-    """How a window operator reads ``x`` in place: its channel slots (:func:`groups`), or None
-    when ``x`` must first be copied (channels not stored alike, or padding read from a buffer
-    without zero margins)."""
-    n = ctx.n
+def input_slots(ctx: Lowering, x: Tensor):
+    """How a convolution reads ``x`` in place: its channel slots (:func:`groups`), or None
+    when ``x`` must first be copied (channels not stored alike in every pixel). Padding is
+    never read, so any layout of pixels will do."""
     N, C = x.shape[:2]
     S0, S1 = spatial(x.shape)
-    Ho, Wo = spatial(out_shape)
-    gr = groups(Tensor(x.idx.reshape(N, C, S0, S1)), (0, 2, 3), (1,), n)
-    bufs = ctx.buffers_of(x)
-    if gr is not None and any(pads) and max(kernel) > 1 and Ho * Wo > 1 and \
-            not (len(bufs) == 1 and bufs[0].zero is not None):
-        return None
-    return gr
+    return groups(Tensor(x.idx.reshape(N, C, S0, S1)), (0, 2, 3), (1,), ctx.n)
 
 
 def block_vectors(y: Tensor, base: int, n: int) -> np.ndarray | None:
@@ -84,17 +78,16 @@ def spatial_linear(ctx: Lowering, x: Tensor, out_name: str, out_shape, wfull: np
     S0, S1 = spatial(x.shape)
     KH, KW, Co, _ = wfull.shape
     Ho, Wo = spatial(out_shape)
-    gr = input_slots(ctx, x, (KH, KW), pads, out_shape)
+    gr = input_slots(ctx, x)
     if gr is None:                                  # channels not stored alike: relayout
         if into is not None:
             ctx.fail("internal: a convolution added in place must read its input in place")
-        buf0, t0 = ctx.new_activation(f"{x.name}:relayout", x.shape, zero=True)
+        buf0, t0 = ctx.new_activation(f"{x.name}:relayout", x.shape)
         ctx.begin(buf0, ctx.copy_step(x, t0), nodes=[ctx.node.name])
         return spatial_linear(ctx, t0, out_name, out_shape, wfull, bias, strides, dil, pads,
                               macs, req_name)
     if into is None:
-        buf, y = ctx.new_activation(out_name, out_shape,
-                                    zero=ctx.needs_zero(req_name or out_name))
+        buf, y = ctx.new_activation(out_name, out_shape)
         b = LinearBuilder(buf, n)
         ctx.begin(buf, b)
         ctx.set(out_name, y, internal=req_name is not None)
@@ -216,8 +209,7 @@ def conv(node, ctx: Lowering):
                               wfull, bias, strides, dil, pads, Co * Cig, into=into)
 
     def fusable():
-        return input_slots(ctx, ctx.tensor(node.inputs[0]), (KH, KW), pads, out_shape) \
-            is not None
+        return input_slots(ctx, ctx.tensor(node.inputs[0])) is not None
 
     if residual_add(ctx, node) is not None and fusable():
         ctx.defer(node.outputs[0], [node.inputs[0]], lower, fusable)
@@ -228,9 +220,10 @@ def conv(node, ctx: Lowering):
 def residual_add(ctx: Lowering, node):
     """The Add that is the only reader of ``node``'s output, when that Add's other operand is
     a computed tensor of the same shape produced after ``node`` (so that it is still in the
-    accumulators when the Add comes): the Add then computes ``node`` into them
-    (:func:`..elementwise.add_sub`) and its result never makes a layer of its own (a
-    projection shortcut of a residual block: no store, no load back). None otherwise."""
+    accumulators when the Add comes): the Add may then compute ``node`` into them (a
+    projection shortcut of a residual block: no store, no load back; see
+    :func:`.elementwise.add_sub`, which falls back to a layer of its own when it cannot).
+    None otherwise."""
     g = ctx.g
     out = node.outputs[0]
     users = g.consumers(out)
@@ -298,7 +291,7 @@ def average(ctx: Lowering, node, x: Tensor, out_name: str, kernel, strides, pads
             spatial_linear(ctx, x, name, out_shape, _depthwise(KH, KW, C, taps, weight),
                            None, strides, (1, 1), pads, 0, req_name=req)
             return
-        buf, y = ctx.new_activation(name, out_shape, zero=ctx.needs_zero(req))
+        buf, y = ctx.new_activation(name, out_shape)
         builder = None
         for tap in taps:                        # one gather per tap: one run each
             a, b = divmod(int(tap), KW)
@@ -330,7 +323,7 @@ def average(ctx: Lowering, node, x: Tensor, out_name: str, kernel, strides, pads
         for k, group in enumerate(groups_of_taps):
             window_sum(f"{name}:group{k}", group, tap_weight, f"{name}:group{k}")
             sums.append(ctx.tensor(f"{name}:group{k}"))
-        buf, y = ctx.new_activation(name, out_shape, zero=ctx.needs_zero(req))
+        buf, y = ctx.new_activation(name, out_shape)
         ctx.begin(buf, ctx.gather(buf, y, [(t.idx, group_weight) for t in sums]))
         ctx.set(name, y, internal=True)
 

@@ -128,7 +128,6 @@ def _pool(ctx: Lowering, x_name: str, out: str, out_shape, kernel, strides, dil,
         relu = True
     layer.steps.append(Reduce(buf, src, indptr, sv, relu))
     layer.out = buf
-    src.zero = None             # it stays in the accumulators: no reader may count on it
     ctx.set(out, y)
 
 

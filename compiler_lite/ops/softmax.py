@@ -116,7 +116,7 @@ def _default_idx(ctx: Lowering, shape) -> np.ndarray:
     if frame is None:
         return flat_layout(probe, "probe", shape, io_order(len(shape)), ctx.n)[1].idx
     shape4 = tuple(shape) if len(shape) == 4 else (shape[0], shape[1], 1, shape[2])
-    return frame_layout(probe, "probe", shape4, frame, ctx.n, False)[1].idx.reshape(shape)
+    return frame_layout(probe, "probe", shape4, frame, ctx.n)[1].idx.reshape(shape)
 
 
 def _alike(ctx: Lowering, name: str, t: Tensor):

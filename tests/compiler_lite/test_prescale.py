@@ -97,8 +97,8 @@ def test_normalization_stays_when_moving_it_is_not_exact(case, reason):
     """Left in place, and still right, when the move would not be exact or safe."""
     m, feeds = preact_block(**case)
     g = load_graph(m, None, None, source="model.onnx")
-    dtype = preset("pynqz1").dtype
-    assert any(n.op == "BatchNormalization" for n in prescale(g, dtype).nodes), reason
+    for dtype in (preset("pynqz1").dtype, FLOAT32):
+        assert any(n.op == "BatchNormalization" for n in prescale(g, dtype).nodes), reason
     outs = [o.name for o in m.graph.output]
     ref = ort_run(m, feeds)
     _, run = compile_and_run(m, float_arch("pynqz1"), feeds, outputs=outs)
@@ -125,6 +125,11 @@ FORKS = {
     "saved_read_by_the_same_layer": ([node("Conv", ["x", "w"], ["a"]),
                                       node("Relu", ["a"], ["r"]),
                                       node("Add", ["r", "a"], ["y"])], ["y"], 1),
+    # a saved tensor (an output) whose layer then pools: the pool gets a layer of its own
+    "saved_then_pooled": ([node("Conv", ["x", "w"], ["a"], pads=[1, 1, 1, 1]),
+                           node("Relu", ["a"], ["r"]),
+                           node("MaxPool", ["r"], ["y"], kernel_shape=[2, 2], strides=[2, 2])],
+                          ["a", "y"], 1),
     # a model output that is also worked on in place
     "output_worked_on_in_place": ([node("Conv", ["x", "w"], ["a"]),
                                    node("Clip", ["a", "lo", "hi"], ["y"])],
@@ -147,3 +152,49 @@ def test_a_layer_saves_a_tensor_others_read_then_goes_on_in_place(name):
             for o in outs:
                 np.testing.assert_allclose(run.outputs[o], ref[o], rtol=0, atol=tol,
                                            err_msg=f"{arch.data_type} n={arch.array_size} {o}")
+
+
+def test_fixed_point_bias_change_is_bounded():
+    """An unpadded reader of the sum takes W·t/s back into its bias: when that is beyond the
+    fixed-point limit (here 16 channels × 1.2 × 7 = 134 > 8) the BN stays; in float it
+    moves. Either way the result is onnxruntime's."""
+    c = 16
+    nodes = [node("Conv", ["x", "w0", "b0"], ["p"]), node("Conv", ["x", "w1", "b1"], ["q"]),
+             node("Add", ["p", "q"], ["s"]),
+             node("BatchNormalization", ["s", "g", "b", "m", "v"], ["n"]),
+             node("Relu", ["n"], ["r"]), node("Conv", ["r", "w2", "b2"], ["u"]),
+             node("Conv", ["s", "w4", "b4"], ["proj"])]
+    inits = {"w0": rand((c, 4, 1, 1), 1, .2), "b0": rand((c,), 2, .1),
+             "w1": rand((c, 4, 1, 1), 3, .2), "b1": rand((c,), 4, .1),
+             "w2": rand((c, c, 1, 1), 5, .2), "b2": rand((c,), 6, .1),
+             "w4": np.full((4, c, 1, 1), 1.2), "b4": np.zeros(4),
+             "g": np.ones(c), "b": np.zeros(c), "m": np.full(c, -7.0), "v": np.ones(c)}
+    m = make_model(nodes, {"x": (1, 4, 4, 4)}, ["u", "proj"], inits)
+    g = load_graph(m, None, None, source="model.onnx")
+    assert any(n.op == "BatchNormalization" for n in prescale(g, preset("pynqz1").dtype).nodes)
+    assert moved(m)
+    feeds = {"x": rand((1, 4, 4, 4), 12, .5)}
+    ref = ort_run(m, feeds)
+    for arch, tol in ((float_arch("pynqz1"), 1e-5), (preset("pynqz1"), 24 * lsb(preset("pynqz1")))):
+        _, run = compile_and_run(m, arch, feeds, outputs=["u", "proj"])
+        for o in ("u", "proj"):
+            np.testing.assert_allclose(run.outputs[o], ref[o], rtol=0, atol=tol, err_msg=o)
+
+
+def test_a_broadcast_operand_of_the_sum_does_not_take_the_offset():
+    """The sum's convolution with one output channel broadcasts over the channels: the offset
+    goes into the other operand's convolution (channels alike), and the result is right."""
+    c = 8
+    nodes = [node("Conv", ["x", "wp", "bp"], ["p"]), node("Relu", ["x"], ["xr"]),
+             node("Conv", ["xr", "wq", "bq"], ["q"]), node("Add", ["p", "q"], ["s"]),
+             node("BatchNormalization", ["s", "bn_g", "bn_b", "bn_m", "bn_v"], ["n"]),
+             node("Relu", ["n"], ["r"]), node("Conv", ["r", "w2", "b2"], ["u"]),
+             node("Add", ["s", "u"], ["y"])]
+    inits = {"wp": rand((1, 4, 1, 1), 1, .3), "bp": rand((1,), 2, .3),
+             "wq": rand((c, 4, 1, 1), 3, .3), "bq": rand((c,), 4, .3),
+             "w2": rand((c, c, 1, 1), 5, .3), "b2": rand((c,), 6, .3), **bn_params("bn", c, 3)}
+    m = make_model(nodes, {"x": (1, 4, 5, 5)}, ["y"], inits)
+    assert moved(m)
+    feeds = {"x": rand((1, 4, 5, 5), 1)}
+    _, run = compile_and_run(m, float_arch("pynqz1"), feeds)
+    np.testing.assert_allclose(run.outputs["y"], ort_run(m, feeds)["y"], rtol=0, atol=1e-5)
