@@ -127,6 +127,7 @@ class Buffer:
     start: int
     row: int = 1
     frame: "Frame | None" = None
+    packed: int = 1                     # pixels per vector (packed_layout), else 1
     dirty: bool = False
     home: tuple | None = None
     role: str = "temp"                  # input | output | temp | const
@@ -223,6 +224,21 @@ def flat_layout(space: Space, name: str, shape, order, n: int, pad_pow2: bool = 
     idx = (buf.start + o * pitch + c // n) * n + c % n
     buf.set_extent(idx, n)
     return buf, Tensor(np.transpose(idx, np.argsort(order)), name)
+
+
+def packed_layout(space: Space, name: str, shape, k: int, n: int) -> tuple[Buffer, Tensor]:
+    """A new buffer for a [N, C, S0, S1] tensor with ``k`` neighbouring pixels of a row in
+    each vector (C ≤ n/k): pixel (h, w) in vector (n·S0 + h)·⌈S1/k⌉ + w // k, its channels
+    from lane (w mod k)·n/k. For few channels on a wide array: the lanes are used and there
+    are k times fewer vectors to compute, move and store."""
+    N, C, S0, S1 = (int(d) for d in shape)
+    per_row = ceil_div(S1, k)
+    buf = space.new(name, N * S0 * per_row, row=per_row, elements=N * C * S0 * S1, packed=k)
+    nn, cc, hh, ww = np.meshgrid(np.arange(N), np.arange(C), np.arange(S0), np.arange(S1),
+                                 indexing="ij")
+    idx = (buf.start + (nn * S0 + hh) * per_row + ww // k) * n + (ww % k) * (n // k) + cc
+    buf.set_extent(idx, n)
+    return buf, Tensor(idx.astype(np.int64), name)
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from . import ops  # noqa: F401 - registers the operators
 from .frontend import Graph, Node
 from .geometry import spatial
 from .ir import (Buffer, Frame, Space, Tensor, ceil_div, distinct, flat_layout,
-                 frame_layout, io_order, next_pow2, unique_pairs)
+                 frame_layout, io_order, next_pow2, unique_pairs, unique_rows)
 from .kernels import Layer, LinearBuilder, Load, Reduce, Save, Simd, SimdStep, Zero
 from .registry import OPS
 
@@ -407,8 +407,7 @@ class Lowering:
         mat = np.zeros((npairs, n, n))
         np.add.at(mat, (pair_idx, osl, odl), ow)
         flat = mat.reshape(npairs, -1)
-        pats, pat_of = np.unique(flat, axis=0, return_inverse=True)
-        pat_of = pat_of.ravel()
+        pats, pat_of = unique_rows(flat)
         for p in range(len(pats)):
             sel = pat_of == p
             tile = np.zeros((n + 1, n))
@@ -456,6 +455,12 @@ class Lowering:
             b = LinearBuilder(p.out, self.n)
             b.add(p.o, p.x, np.vstack([np.zeros(self.n), np.eye(self.n)]))
             layer.steps[0] = p = b
+        self.fold_into(layer, t, scale, offset)
+        self.set(out_name, Tensor(t.idx, out_name))
+
+    def fold_into(self, layer: Layer, t: Tensor, scale, offset) -> None:
+        """Make ``layer``'s producer (a builder) compute ``scale·y + offset`` for the elements
+        of ``t`` (in its output) instead of ``y``."""
         out = layer.out
         n = self.n
         v, lane = np.divmod(t.idx.reshape(-1), n)
@@ -482,7 +487,6 @@ class Lowering:
         else:
             s1, t1 = layer.fold
             layer.fold = (s2 * s1, s2 * t1 + t2)
-        self.set(out_name, Tensor(t.idx, out_name))
 
     def relu_pass(self, layer: Layer, t: Tensor) -> Simd:
         vecs = self.vectors_in(t, layer.out)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..geometry import check_spatial, pixel_grid, spatial, window_attrs, window_taps
-from ..ir import Tensor, groups
+from ..ir import Tensor, groups, next_pow2, packed_layout
 from ..kernels import LinearBuilder
 from ..registry import consts_of, op
 from .attention import check_product, product
@@ -44,6 +44,82 @@ def input_slots(ctx: Lowering, x: Tensor):
     N, C = x.shape[:2]
     S0, S1 = spatial(x.shape)
     return groups(Tensor(x.idx.reshape(N, C, S0, S1)), (0, 2, 3), (1,), ctx.n)
+
+
+def pack_factor(ctx: Lowering, name: str, shape) -> int:
+    """Pixels per vector for convolution output ``name``: k = n / (C rounded up to a power of
+    two) when that is at least 2, the image rows are a multiple of k wide, and every reader
+    is a convolution (through ReLUs done in place); else 1."""
+    n = ctx.n
+    if len(shape) != 4 or shape[1] > n // 2:
+        return 1
+    k = n // next_pow2(shape[1])
+    if shape[3] % k:
+        return 1
+    g = ctx.g
+    todo = [name]
+    while todo:
+        t = todo.pop()
+        if t in g.outputs:
+            return 1
+        users = g.consumers(t)
+        if not users:
+            return 1
+        for u in users:
+            if u.op == "Relu" and len(users) == 1:
+                todo.append(u.outputs[0])
+            elif u.op != "Conv" or u.inputs[0] != t or t in u.inputs[1:]:
+                return 1
+    return k
+
+
+def gathered_conv(ctx: Lowering, x: Tensor, out_name: str, out_shape, wfull, bias, strides,
+                  dil, pads, macs: int, into, pack: int) -> LinearBuilder:
+    """:func:`spatial_linear` for a packed input or output (:func:`.ir.packed_layout`): every
+    (input channel, kernel tap) is a weighted gather of the input (:meth:`Lowering.gather`),
+    so one tile maps each pair of input and output vectors, whatever pixels they hold. The
+    bias joins the producer's folded offset (no extra MatMul)."""
+    n = ctx.n
+    N, C = x.shape[:2]
+    S0, S1 = spatial(x.shape)
+    KH, KW, Co, _ = wfull.shape
+    Ho, Wo = spatial(out_shape)
+    if into is None:
+        if pack > 1:
+            buf, y = packed_layout(ctx.space, out_name, (N, Co, Ho, Wo), pack, n)
+            y = Tensor(y.idx.reshape(out_shape), out_name)
+        else:
+            buf, y = ctx.new_activation(out_name, out_shape)
+    else:
+        layer, y = into
+        buf = layer.out
+    x4 = x.idx.reshape(N, C, S0, S1)
+    nn, rr, cc = pixel_grid(N, Ho, Wo)
+    dst = Tensor(y.idx.reshape(N, Co, Ho, Wo)[nn, :, rr, cc])           # (pixels, Co)
+    sources, inside_taps = [], 0
+    for kh, kw, i0, i1, inside in window_taps(rr, cc, S0, S1, (KH, KW), strides, dil, pads):
+        inside_taps += int(np.count_nonzero(inside))
+        src = x4[nn, :, np.clip(i0, 0, S0 - 1), np.clip(i1, 0, S1 - 1)]  # (pixels, C)
+        src = np.where(inside[:, None], src, -1)
+        for c in np.flatnonzero(np.any(wfull[kh, kw] != 0, axis=0)):
+            sources.append((src[:, c:c + 1], wfull[kh, kw, :, c][None, :]))
+    has_bias = bias is not None and np.any(bias != 0)
+    # the bias folds into the producer's offset; only an accumulating step after a producer
+    # that is not a builder adds it by MatMuls of its own
+    fold = has_bias and (into is None or isinstance(into[0].steps[0], LinearBuilder))
+    const = np.broadcast_to(np.asarray(bias)[None, :], dst.shape) if has_bias and not fold         else None
+    b = ctx.gather(buf, dst, sources, const=const,
+                   into=LinearBuilder(buf, n) if into is not None else None)
+    b.macs = inside_taps * macs
+    if into is None:
+        layer = ctx.begin(buf, b)
+        ctx.set(out_name, y)
+    else:
+        layer.steps.append(b)
+    if fold:
+        per_channel = np.asarray(bias).reshape((1, -1) + (1,) * (len(y.shape) - 2))
+        ctx.fold_into(layer, y, 1.0, per_channel)
+    return b
 
 
 def block_vectors(y: Tensor, base: int, n: int) -> np.ndarray | None:
@@ -78,6 +154,10 @@ def spatial_linear(ctx: Lowering, x: Tensor, out_name: str, out_shape, wfull: np
     S0, S1 = spatial(x.shape)
     KH, KW, Co, _ = wfull.shape
     Ho, Wo = spatial(out_shape)
+    pack = pack_factor(ctx, out_name, out_shape) if into is None and req_name is None else 1
+    if pack > 1 or any(b.packed > 1 for b in ctx.buffers_of(x)):
+        return gathered_conv(ctx, x, out_name, out_shape, wfull, bias, strides, dil, pads,
+                             macs, into, pack)
     gr = input_slots(ctx, x)
     if gr is None:                                  # channels not stored alike: relayout
         if into is not None:
@@ -209,7 +289,8 @@ def conv(node, ctx: Lowering):
                               wfull, bias, strides, dil, pads, Co * Cig, into=into)
 
     def fusable():
-        return input_slots(ctx, ctx.tensor(node.inputs[0])) is not None
+        x = ctx.tensor(node.inputs[0])
+        return input_slots(ctx, x) is not None or any(b.packed > 1 for b in ctx.buffers_of(x))
 
     if residual_add(ctx, node) is not None and fusable():
         ctx.defer(node.outputs[0], [node.inputs[0]], lower, fusable)

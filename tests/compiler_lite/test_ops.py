@@ -188,6 +188,17 @@ CASES = {
         {"x": (1, 5, 4, 6)}, ["y"],
         {"wp": rand((8, 5, 1, 1), 4, 0.3), "wg": rand((120, 192), 1, 0.1),
          "shape": np.array([1, 8, 4, 6], np.int64)}),
+    "few_channels_packed": lambda: chain(
+        [node("Conv", ["x", "w1", "b1"], ["a"], pads=[1, 1, 1, 1]), node("Relu", ["a"], ["r"]),
+         node("Conv", ["r", "wp", "bp"], ["p"]),
+         node("Conv", ["r", "w2", "b2"], ["c"], pads=[1, 1, 1, 1], strides=[1, 1]),
+         node("Relu", ["c"], ["cr"]), node("Conv", ["cr", "w3", "b3"], ["d"]),
+         node("Add", ["p", "d"], ["y"])],
+        {"x": (2, 3, 5, 8)}, ["y"],
+        {"w1": rand((4, 3, 3, 3), 1, 0.3), "b1": rand((4,), 2, 0.1),
+         "wp": rand((12, 4, 1, 1), 3, 0.3), "bp": rand((12,), 4, 0.1),
+         "w2": rand((4, 4, 3, 3), 5, 0.3), "b2": rand((4,), 6, 0.1),
+         "w3": rand((12, 4, 1, 1), 7, 0.3), "b3": rand((12,), 8, 0.1)}),
     "identity_output_and_intermediate": lambda: chain(
         [node("Identity", ["x"], ["y"]), node("Relu", ["x"], ["r"]),
          node("Gemm", ["r", "w"], ["z"])], {"x": (2, 5)}, ["y", "r", "z"],
@@ -339,3 +350,25 @@ def test_projection_conv_is_computed_into_the_residual_add(name, fused):
         ref = ort_run(m, feeds)
         for o in ref:
             np.testing.assert_allclose(run.outputs[o], ref[o], rtol=1e-5, atol=1e-5)
+
+
+# ------------------------------------------------------------------- packed pixels
+
+def test_few_channels_pack_pixels_into_a_vector():
+    """Four channels on eight lanes: a convolution whose readers are convolutions (through
+    ReLUs) stores two pixels per vector, so its MatMuls, ReLU passes and stores halve; the
+    readers (a padded 3×3 and a projection added into the residual sum) read the packed
+    pixels through gathered tiles. onnxruntime's result either way."""
+    m, feeds = build("few_channels_packed")
+    arch = float_arch("pynqz1")
+    low = Lowering(load_graph(m, None, None, source="model.onnx"), arch)
+    low.run()
+    packed = {b.name: b.packed for b in low.space.buffers if b.packed > 1}
+    assert packed == {"a": 2, "c": 2}, packed
+    assert "p" not in [lay.name for lay in low.layers]         # still added in place
+    c, run = compile_and_run(m, arch, feeds)
+    np.testing.assert_allclose(run.outputs["y"], ort_run(m, feeds)["y"], rtol=1e-5, atol=1e-5)
+    # the packed 3×3 convolution: one output vector per two pixels, at most 3 × 3 input
+    # vectors each (fewer at the image's edges)
+    conv = [lay for lay in c.layers if lay.name == "c"][0]
+    assert conv.matmul_vectors <= 2 * 5 * 4 * 9
