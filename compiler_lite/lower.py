@@ -406,7 +406,7 @@ class Lowering:
         npairs = pair_key.shape[1]
         mat = np.zeros((npairs, n, n))
         np.add.at(mat, (pair_idx, osl, odl), ow)
-        flat = mat.reshape(npairs, -1)
+        flat = mat.reshape(npairs, n * n)
         pats, pat_of = unique_rows(flat)
         for p in range(len(pats)):
             sel = pat_of == p

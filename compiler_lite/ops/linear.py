@@ -103,22 +103,25 @@ def gathered_conv(ctx: Lowering, x: Tensor, out_name: str, out_shape, wfull, bia
         src = np.where(inside[:, None], src, -1)
         for c in np.flatnonzero(np.any(wfull[kh, kw] != 0, axis=0)):
             sources.append((src[:, c:c + 1], wfull[kh, kw, :, c][None, :]))
-    has_bias = bias is not None and np.any(bias != 0)
-    # the bias folds into the producer's offset; only an accumulating step after a producer
-    # that is not a builder adds it by MatMuls of its own
-    fold = has_bias and (into is None or isinstance(into[0].steps[0], LinearBuilder))
-    const = np.broadcast_to(np.asarray(bias)[None, :], dst.shape) if has_bias and not fold         else None
-    b = ctx.gather(buf, dst, sources, const=const,
-                   into=LinearBuilder(buf, n) if into is not None else None)
+    b = ctx.gather(buf, dst, sources, into=LinearBuilder(buf, n) if into is not None else None)
     b.macs = inside_taps * macs
     if into is None:
         layer = ctx.begin(buf, b)
         ctx.set(out_name, y)
     else:
         layer.steps.append(b)
-    if fold:
-        per_channel = np.asarray(bias).reshape((1, -1) + (1,) * (len(y.shape) - 2))
-        ctx.fold_into(layer, y, 1.0, per_channel)
+    if bias is not None and np.any(bias != 0):
+        # the bias joins the offset of the producer's first term of each vector (no MatMul);
+        # a vector the producer has no term for (every tap in padding) gets it by a bias-only
+        # MatMul of this step instead
+        per = np.broadcast_to(np.asarray(bias, dtype=np.float64)[None, :], dst.shape)
+        first = layer.steps[0]
+        hit = first.covered()[dst.idx // n - buf.start] if isinstance(first, LinearBuilder) \
+            else np.zeros(dst.shape, dtype=bool)
+        if not hit.all():
+            ctx.gather(buf, dst, [], const=np.where(hit, 0.0, per), into=b)
+        if hit.any():
+            ctx.fold_into(layer, dst, 1.0, np.where(hit, per, 0.0))
     return b
 
 

@@ -199,6 +199,25 @@ CASES = {
          "wp": rand((12, 4, 1, 1), 3, 0.3), "bp": rand((12,), 4, 0.1),
          "w2": rand((4, 4, 3, 3), 5, 0.3), "b2": rand((4,), 6, 0.1),
          "w3": rand((12, 4, 1, 1), 7, 0.3), "b3": rand((12,), 8, 0.1)}),
+    # a convolution reading packed pixels whose border outputs see only padding: the bias
+    "packed_input_border_only_bias": lambda: chain(
+        [node("Conv", ["x", "w1", "b1"], ["a"], pads=[1, 1, 1, 1]), node("Relu", ["a"], ["r"]),
+         node("Conv", ["r", "w2", "b2"], ["y"], pads=[2, 2, 2, 2])],
+        {"x": (1, 3, 6, 8)}, ["y"],
+        {"w1": rand((4, 3, 3, 3), 1, 0.3), "b1": rand((4,), 2, 0.1),
+         "w2": rand((4, 4, 1, 1), 3, 0.3), "b2": rand((4,), 4, 0.5) + 1}),
+    # a projection with a bias added onto a sum whose own convolution leaves the border
+    # vectors to a Zero step (1×1 with padding, no bias)
+    "deferred_conv_onto_a_cleared_border": lambda: chain(
+        [node("Conv", ["x", "w1", "b1"], ["a"], pads=[1, 1, 1, 1]), node("Relu", ["a"], ["r"]),
+         node("Conv", ["r", "w2", "b2"], ["c"]), node("Relu", ["c"], ["cr"]),
+         node("Conv", ["r", "w3", "b3"], ["p"], pads=[1, 1, 1, 1]),
+         node("Conv", ["cr", "w4"], ["d"], pads=[1, 1, 1, 1]), node("Add", ["p", "d"], ["y"])],
+        {"x": (1, 3, 8, 8)}, ["y"],
+        {"w1": rand((4, 3, 3, 3), 1, 0.3), "b1": rand((4,), 2, 0.1),
+         "w2": rand((4, 4, 3, 3), 3, 0.3), "b2": rand((4,), 4, 0.1),
+         "w3": rand((4, 4, 3, 3), 5, 0.3), "b3": rand((4,), 6, 0.3) + 1,
+         "w4": rand((4, 4, 1, 1), 7, 0.3)}),
     "identity_output_and_intermediate": lambda: chain(
         [node("Identity", ["x"], ["y"]), node("Relu", ["x"], ["r"]),
          node("Gemm", ["r", "w"], ["z"])], {"x": (2, 5)}, ["y", "r", "z"],
@@ -241,7 +260,8 @@ def test_float_exact(name):
 #: LSB of tolerance beyond the default 12, for cases whose outputs sum many rounded products
 #: (every processing element rounds: the error grows like the square root of the length)
 TOL_LSB = {"conv_wide_channels": 24, "residual_block": 24, "residual_projection_stride2": 24,
-           "residual_projection_3x3_second_operand": 24, "conv_added_to_a_reshaped_gemm": 24}
+           "residual_projection_3x3_second_operand": 24, "conv_added_to_a_reshaped_gemm": 24,
+           "deferred_conv_onto_a_cleared_border": 24, "packed_input_border_only_bias": 24}
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
