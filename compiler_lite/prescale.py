@@ -27,6 +27,8 @@ import dataclasses
 import numpy as np
 
 from .frontend import Graph, Node
+from .geometry import window_attrs
+from .ops.linear import normalization
 
 #: Per-channel scales outside [SCALE_MIN, SCALE_MAX] are not moved into the weights (small
 #: weights would lose precision, large ones range; a near-dead channel's t/s would swamp x).
@@ -48,18 +50,13 @@ def _only_reader(g: Graph, name: str, node: Node) -> bool:
         node.inputs.count(name) == 1
 
 
-def _unpadded(node: Node) -> bool:
-    auto = node.attr("auto_pad", "NOTSET")
-    if isinstance(auto, bytes):
-        auto = auto.decode()
-    pads = node.attr("pads") or []
-    return auto in ("NOTSET", "VALID") and not any(pads)
-
-
-def _scale_and_offset(g: Graph, bn: Node):
-    gamma, beta, mean, var = (np.asarray(g.consts[i], dtype=np.float64) for i in bn.inputs[1:5])
-    s = gamma / np.sqrt(var + float(bn.attr("epsilon", 1e-5)))
-    return s, (beta - mean * s) / np.where(s != 0, s, 1)
+def _unpadded(g: Graph, conv: Node) -> bool:
+    """Whether ``conv`` reads no padding (its pads, ``auto_pad`` resolved, are all zero)."""
+    shape = g.shapes.get(conv.inputs[0])
+    if shape is None or len(shape) < 3:
+        return False
+    kernel = np.asarray(g.consts[conv.inputs[1]]).shape[2:]
+    return not any(window_attrs(conv, shape, kernel)[3])
 
 
 def _plan(g: Graph, bn: Node, dtype):
@@ -78,7 +75,8 @@ def _plan(g: Graph, bn: Node, dtype):
             not _conv_with_consts(g, c) or c.inputs[0] != r or r in c.inputs[1:]
             for c in readers):
         return None
-    s, c = _scale_and_offset(g, bn)
+    s, t = normalization(bn, g.consts)
+    c = t / np.where(s != 0, s, 1)
     if not np.all(s > 0) or s.min() < SCALE_MIN or s.max() > SCALE_MAX:
         return None
     limit = np.inf if dtype.is_float else OFFSET_MAX * dtype.max_raw / dtype.one
@@ -108,7 +106,7 @@ def _plan(g: Graph, bn: Node, dtype):
                 changes[id(conv)] = (conv, -c)
                 continue
         if user.op == "Conv" and user.inputs[0] == x and x not in user.inputs[1:] and \
-                _conv_with_consts(g, user) and _unpadded(user) and id(user) not in changes:
+                _conv_with_consts(g, user) and _unpadded(g, user) and id(user) not in changes:
             back = _weights_times(g, user, c)
             if np.abs(back).max() <= limit:         # the bias moves by as much as c at most
                 changes[id(user)] = (user, -back)

@@ -670,13 +670,18 @@ def check_bn(node, g, arch) -> list[str]:
     return out
 
 
+def normalization(node, consts) -> tuple[np.ndarray, np.ndarray]:
+    """(s, t) per channel with BatchNormalization ``node`` = s·x + t (its scale, bias, mean
+    and variance looked up in ``consts``)."""
+    scale, bias, mean, var = (np.asarray(consts[i], dtype=np.float64) for i in node.inputs[1:5])
+    s = scale / np.sqrt(var + float(node.attr("epsilon", 1e-5)))
+    return s, bias - mean * s
+
+
 @op("BatchNormalization", check=check_bn)
 def batch_norm(node, ctx: Lowering):
     x = ctx.tensor(node.inputs[0])
-    scale, bias, mean, var = (ctx.const(i) for i in node.inputs[1:5])
-    eps = float(node.attr("epsilon", 1e-5))
-    s = scale / np.sqrt(var + eps)
-    t = bias - mean * s
+    s, t = normalization(node, ctx.g.consts)
     shape = [1] * len(x.shape)
     shape[1] = x.shape[1]
     ctx.fold_affine(node.inputs[0], s.reshape(shape), t.reshape(shape), node.outputs[0])

@@ -27,9 +27,11 @@ def bn_params(prefix: str, c: int, seed: int, scale=(0.5, 1.8)) -> dict:
             f"{prefix}_m": g.normal(0, 0.3, c), f"{prefix}_v": g.uniform(0.5, 1.5, c)}
 
 
-def preact_block(c: int = 8, scale=(0.5, 1.8), relu_out: bool = False, pad_projection=False):
+def preact_block(c: int = 8, scale=(0.5, 1.8), relu_out: bool = False, pad_projection=False,
+                 same_projection: int = 0):
     """Two ResNet v2 blocks: a sum of two convolutions, BN + ReLU on the sum (the sum also
-    feeds the next residual Add and a projection), the block's convolutions, the next sum."""
+    feeds the next residual Add and a projection), the block's convolutions, the next sum.
+    ``same_projection`` = k: the projection is k × k with ``auto_pad`` SAME_UPPER (stride 1)."""
     bn = bn_params("bn", c, 7, scale)
     nodes = [
         node("Conv", ["x", "w0", "b0"], ["p"], pads=[1, 1, 1, 1]),
@@ -44,11 +46,13 @@ def preact_block(c: int = 8, scale=(0.5, 1.8), relu_out: bool = False, pad_proje
         node("Conv", ["s", "w4", "b4"], ["proj"], strides=[2, 2],
              **({"pads": [1, 1, 1, 1]} if pad_projection else {})),
     ]
+    if same_projection:
+        nodes[-1] = node("Conv", ["s", "w4", "b4"], ["proj"], auto_pad="SAME_UPPER")
     inits = {"w0": rand((c, 4, 3, 3), 1, 0.3), "b0": rand((c,), 2, 0.1),
              "w1": rand((c, 4, 1, 1), 3, 0.3), "b1": rand((c,), 4, 0.1),
              "w2": rand((c, c, 3, 3), 5, 0.15), "b2": rand((c,), 6, 0.1),
              "w3": rand((c, c, 1, 1), 8, 0.3), "b3": rand((c,), 9, 0.1),
-             "w4": rand((2 * c, c, 3 if pad_projection else 1, 3 if pad_projection else 1),
+             "w4": rand((2 * c, c) + (same_projection or (3 if pad_projection else 1),) * 2,
                         10, 0.2),
              "b4": rand((2 * c,), 11, 0.1), **bn}
     outs = ["s2", "proj"] + (["r"] if relu_out else [])
@@ -92,6 +96,7 @@ def test_normalization_of_a_residual_sum_is_moved_into_the_weights():
     (dict(scale=(0.05, 0.2)), "scales too small for fixed-point weights"),
     (dict(relu_out=True), "the ReLU is a model output"),
     (dict(pad_projection=True), "a padded convolution reads the sum"),
+    (dict(same_projection=3), "a 3×3 SAME_UPPER convolution reads the sum (padded)"),
 ])
 def test_normalization_stays_when_moving_it_is_not_exact(case, reason):
     """Left in place, and still right, when the move would not be exact or safe."""
@@ -103,6 +108,17 @@ def test_normalization_stays_when_moving_it_is_not_exact(case, reason):
     ref = ort_run(m, feeds)
     _, run = compile_and_run(m, float_arch("pynqz1"), feeds, outputs=outs)
     for o in outs:
+        np.testing.assert_allclose(run.outputs[o], ref[o], rtol=0, atol=1e-5, err_msg=o)
+
+
+def test_an_auto_padded_reader_without_padding_takes_the_offset_back():
+    """A 1×1 SAME_UPPER projection reads no padding (``auto_pad`` resolved as the op does):
+    the BN still moves, and the result is onnxruntime's."""
+    m, feeds = preact_block(same_projection=1)
+    assert moved(m)
+    ref = ort_run(m, feeds)
+    _, run = compile_and_run(m, float_arch("pynqz1"), feeds, outputs=["s2", "proj"])
+    for o in ("s2", "proj"):
         np.testing.assert_allclose(run.outputs[o], ref[o], rtol=0, atol=1e-5, err_msg=o)
 
 
