@@ -741,10 +741,11 @@ def core_pages() -> list[Page]:
             ("DRAM0 local side", named("dram_c0_ls_active"), "bit"),
             ("port B addr", named("dram_local_addr"), "int"),
             ("port B write", named("dram_local_write"), "bit")],
-         common + " each DRAM port has its own channel (queue, request generator, local "
-         "side): the DRAM0 load's request goes out while the DRAM1 load's data is still "
-         "arriving, and both local sides write local memory through port B, which a "
-         "round-robin arbiter shares vector by vector.",
+         common + " each DRAM port has its own channel (run-ahead ring, queue, request "
+         "generator, local side): the DRAM0 load's request goes out while the DRAM1 load's "
+         "data is still arriving, and both local sides write local memory through port B, "
+         "where the channel favoured last (a chained reader waited for it; at first DRAM0) "
+         "goes first and the other takes the cycles it leaves.",
          lambda: DramEngine(lay, n * arch.dtype.width)),
     ]
     arch_setup = ("from tcu_hw.arch import preset", 'arch = preset("cmoda7")')

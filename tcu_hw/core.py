@@ -132,7 +132,9 @@ class Core:
                 "dec_conflict_in_compute")
         dram_conflict = named(_conflict(d.local, cu.entries, chained),
                               "dec_conflict_with_compute")
-        cu.wait_for(de.local_writes if chained else [])
+        de.chain(cu.readers if chained else [])
+        if not chained:
+            cu.wait_for([])
         de.wait_for(cu.local_writes if chained else [])
 
         cu.instructions.drive(d_valid & d.to_compute & ~compute_conflict, d.compute)

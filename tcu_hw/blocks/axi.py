@@ -20,7 +20,9 @@ channels::
 - Bursts are at most ``max_burst`` (≤ 256) beats and never cross a 4 KiB boundary; AxSIZE =
   log2(data bytes), AxBURST = INCR, AxID = 0, WSTRB all ones, AxLOCK/AxPROT/AxQOS = 0.
 - Up to ``max_outstanding`` read bursts are in flight, and up to ``writes_ahead`` write
-  bursts presented whose data is not yet sent. Requests are served in order, and the
+  bursts presented whose data is not yet sent. Requests are served in order (the next one
+  starts in the cycle the last burst of the one before is taken, so one-vector requests go
+  out one a cycle), and the
   direction only changes when the other direction is complete (all read data in before a
   write burst is issued, all write responses in before a read burst), so a read after a write
   to the same address sees the new data and a write never overtakes an earlier read.
@@ -177,7 +179,6 @@ class AxiMaster:
         writing = Register(1, f"{name}_axi_writing")
         addr = Register(32, f"{name}_axi_addr")
         left = Register(beat_count_bits, f"{name}_axi_left")             # beats to request
-        rq.deq.ready <<= ~active
         start = rq.deq.fire
         # AxCACHE is taken with the request, like the offset: a Configure of the cache
         # register while a request is still in flight does not change its bursts
@@ -222,6 +223,9 @@ class AxiMaster:
         wlens.enq.drive(log, data=burst_len)
         aw_logged.next <<= (aw_logged | log) & ~aw.fire
         last_burst = fired & (burst == left)
+        # the next request starts in the cycle the last burst of this one is taken, so
+        # one-burst requests (strided moves) go out one a cycle
+        rq.deq.ready <<= ~active | last_burst
         active.next <<= start | (active & ~last_burst)
         writing.next <<= pyrtl.select(start, head.write, writing)
         step = fit(burst, 32 - clog2(beat_bytes))

@@ -105,6 +105,10 @@ class ComputeUnit:
         read_addr: output (L), the local address the next micro-op reads (when it reads).
         local_wait: input (1), that read must wait: an earlier instruction has still to
             write the address (driven by :meth:`wait_for`, as is the loader's).
+        readers: list of the local readers that chain (the sequencer, then the loader):
+            ``addr`` (L) and ``wants`` (1: a read waits to issue) outputs, ``wait`` (1)
+            input (that read must wait), for
+            :meth:`~tcu_hw.blocks.dram_engine.DramEngine.chain`.
         idle: output (1), nothing queued or in flight.
         issue: output (1), a micro-op issued this cycle.
         stall: output (1), work waiting.
@@ -292,12 +296,17 @@ class ComputeUnit:
                                        addr=pyrtl.select(t2_enters, t2_oaddr, t1_oaddr)),
                           switch=switching)
         if wl:
+            # a switching MatMul issued now enters (and switches) next cycle: the loader may
+            # read now and push the next tile beside it when C takes its copy then
+            switch_issue = named(issue & cls[MM] & act.switch & (index == 0),
+                                 f"{name}_switch_issue")
             connect(wl.push, array.weights)
-            wl.push_ok_next <<= array.push_ok_next
+            wl.push_ok_next <<= pyrtl.select(switch_issue, array.push_ok_next_switch,
+                                             array.push_ok_next)
             switched = Register(TOKEN_BITS, f"{name}_switched")
             switched_next = (switched + switching)[:TOKEN_BITS]
             switched.next <<= switched_next
-            wl.switched_next <<= switched_next
+            wl.switched_next <<= (switched_next + switch_issue)[:TOKEN_BITS]
         else:
             array.weights.drive(t1c[LW], data=x)
 
@@ -316,6 +325,12 @@ class ComputeUnit:
         # local addresses acc→local moves have still to write: queued ones whole, the active
         # one from its next address on (whole if it wraps), the one at t1 this cycle
         self.read_addr = named(laddr, f"{name}_read_addr")
+        self.readers = [SimpleNamespace(addr=self.read_addr, wait=self.local_wait,
+                                        wants=named(act_valid & needs_local,
+                                                    f"{name}_wants_local"))]
+        if wl:
+            self.readers.append(SimpleNamespace(addr=wl.read_addr, wait=wl.local_wait,
+                                                wants=wl.wants_local))
         self.local_writes = []
         for stage, v, bits in [(f"q{i}", e.valid, e.record) for i, e in enumerate(q.entries)] \
                 + [("act", act_valid, act_bits)]:
@@ -357,12 +372,12 @@ class ComputeUnit:
 
     def wait_for(self, ranges) -> None:
         """Chain local reads behind ``ranges`` (``valid``/``lo``/``hi`` records of local words
-        an earlier instruction has still to write, e.g. the DRAM engine's ``local_writes``);
-        ``[]`` when nothing is chained. Call once. (The loader's reads wait behind the same
-        ranges.)"""
-        self.local_wait <<= pending(self.read_addr, ranges)
-        if self.loader:
-            self.loader.local_wait <<= pending(self.loader.read_addr, ranges)
+        an earlier instruction has still to write); ``[]`` when nothing is chained. Call once,
+        or instead let the DRAM engine drive the waits
+        (:meth:`~tcu_hw.blocks.dram_engine.DramEngine.chain` with :attr:`readers`). (The
+        loader's reads wait behind the same ranges.)"""
+        for reader in self.readers:
+            reader.wait <<= pending(reader.addr, ranges)
 
     @classmethod
     def from_arch(cls, arch, queue_depth: int = COMPUTE_QUEUE_DEPTH, name: str = "cu",

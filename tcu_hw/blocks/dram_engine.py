@@ -8,13 +8,13 @@ order; write data may precede its request).
 Structure: one channel per DRAM port, sharing local port B (with a guest reader, e.g. the
 compute unit's weight loader)::
 
-               ┌▶ channel 0: queue ─▶ request generator ──────────▶ dram0_req   (runs ahead)
-    moves ─────┤              └─────▶ local side ◀─ dram0_rdata / ─▶ dram0_wdata
-    (by port,  │                          │
-    range      └▶ channel 1: (the same, DRAM1)                        ▼
-    checked)                guest ─▶ port B arbiter (guest first,  ─▶ local port B
-                                          then round robin)
-                                          └─ read data ─▶ skid of the reading channel
+               ┌▶ channel 0: ─┬▶ DRAM fields ─▶ request generator ─▶ dram0_req (runs ahead)
+    moves ─────┤              └▶ ring ─▶ queue ─▶ local side ◀─ dram0_rdata / ─▶ dram0_wdata
+    (by port,  │                                    │
+    range      └▶ channel 1: (the same, DRAM1)       ▼
+    checked)             guest ─▶ port B arbiter (guest first, ─▶ local port B
+                                  then the channel a chained reader waited for last)
+                                  └─ read data ─▶ skid of the reading channel
 
 The two DRAMs are separate memories, so the channels run at once: a load of weights from
 DRAM1 and a load of inputs from DRAM0 arrive together. A move enters its channel only when
@@ -25,10 +25,23 @@ landed in their memory (``DramPort.writes_done``), so the host's flush probe (a 
 store, TCU.md §7) completes only after every earlier store on either port.
 Within a channel moves run in program order. A move with DRAM stride code 0 is one transfer
 of size+1 vectors (split in two only where the vector address wraps around the DRAM's
-address width); a strided move is size+1 one-vector transfers. The request generator walks
-its queue ahead of the local side, so the requests of later moves overlap the data of
-earlier ones. A queue entry leaves when its requests are issued and the local side has moved
-all its vectors; until then its local range is visible to the dispatcher (``entries``).
+address width); a strided move is size+1 one-vector transfers. The request generator runs
+ahead of the local side over every move the channel holds, so the requests of later moves
+overlap the data of earlier ones. A move waits in a run-ahead ring (distributed RAM) for
+room in the queue; a busy ring takes only a move in the same direction whose local range
+starts where the ring's ends, so the ring's moves are one range for the checks (the union
+of their ranges; a strided run counts as its hull, as everywhere) and a run of small moves
+(a column of vector pairs) keeps up to 16 moves' requests in flight. A queue
+entry leaves when its requests are issued and the local side has moved all its vectors (the
+local side goes on to the next entry in the same cycle); until then its local range is
+visible to the dispatcher (``entries``).
+
+Port B: the guest first, then the channel whose load a chained reader (a MatMul, a weight
+push) waits for, and after that still the channel favoured last, the other taking the
+cycles it leaves: a load that a reader follows keeps the port while the reader works through
+what it brought, instead of sharing it with a load nobody waits for yet. (No share is
+guaranteed: a channel the other one is favoured over waits while that one streams, at most
+until its moves run out; nothing waits on a move that cannot progress, so none hangs.)
 """
 
 from __future__ import annotations
@@ -40,36 +53,30 @@ from pyrtl import Const, Register, WireVector
 
 from ..isa import Layout, clog2
 from .decoder import dram_struct, local_conflict, pending, stride_step
-from .stream import (SINK, DramPort, RamPort, RegFifo, RingFifo, SharedRead, Stream, fit,
-                     named)
+from .stream import (SINK, DramPort, RamPort, RegFifo, RingFifo, SharedRead, Stream, Struct,
+                     connect, fit, named)
+
+#: moves a channel's run-ahead ring holds behind its queue (distributed RAM; with the queue's
+#: two, 16 moves in flight: a DRAM model or AXI slave with 16 outstanding requests stays
+#: busy on a run of small moves)
+RUN_AHEAD = 14
 
 #: write vectors a channel holds for its DRAM port (read from local memory ahead of the port;
 #: the AXI master sends its W beats from the head, in place)
 SKID_DEPTH = 3
 
 
-def round_robin(wants: list, name: str) -> list:
-    """Grants for ``wants`` (1-bit wires), at most one, round robin: after a cycle in which
-    several want, the one after the winner comes first."""
-    k = len(wants)
-    if k == 1:
-        return [wants[0]]
-    bits = max((k - 1).bit_length(), 1)
-    first = Register(bits, f"{name}_first")
-    grants = []
-    for i in range(k):
-        g = Const(0, 1)
-        for s in range(k):                 # first == s: clients s, s+1, ... ahead of i
-            ahead = [wants[(s + d) % k] for d in range((i - s) % k)]
-            free = ~pyrtl.rtl_any(*ahead) if ahead else Const(1, 1)
-            g = g | ((first == s) & free)
-        grants.append(wants[i] & g)
-    contested = pyrtl.rtl_any(*[wants[i] & wants[j] for i in range(k) for j in range(i)])
-    after = Const(0, bits)
-    for i in range(k):
-        after = pyrtl.select(grants[i], Const((i + 1) % k, bits), after)
-    first.next <<= pyrtl.select(contested, after, first)
-    return grants
+def favor(wants: list, urgent: list, name: str) -> list:
+    """Grants for two clients' ``wants`` (1-bit wires), at most one: the client that alone is
+    ``urgent`` first, else the one that was last urgent alone (its reader will want it
+    again: a load a chained reader follows keeps the port while the reader works through
+    what it brought, instead of sharing it with a load nobody waits for yet); the other
+    client takes every cycle the first does not want."""
+    prefer = Register(1, f"{name}_prefer")                  # 1: client 1 comes first
+    first1 = pyrtl.select(urgent[0] ^ urgent[1], urgent[1], prefer)
+    prefer.next <<= first1
+    g1 = wants[1] & (first1 | ~wants[0])
+    return [wants[0] & ~g1, g1]
 
 
 def _must_wait(new, entries, struct) -> WireVector:
@@ -83,50 +90,104 @@ def _must_wait(new, entries, struct) -> WireVector:
 
 
 class _Channel:
-    """The moves of one DRAM port, in order: queue, request generator, local side. The local
-    side asks for port B (``want``) and moves a vector when ``grant``ed."""
+    """The moves of one DRAM port, in order: run-ahead ring, queue, request generator, local
+    side. The local side asks for port B (``want``) and moves a vector when ``grant``ed.
 
-    def __init__(self, layout: Layout, vec: int, port: int, queue_depth: int, name: str,
-                 engine: str) -> None:
+    A move enters the run-ahead ring (``run_ahead`` moves, distributed RAM) and goes on to
+    the queue (``queue_depth`` moves, each with its own range for hazard checks) as soon as there
+    is room. Into an empty ring any move enters, into a busy one only a move of the same
+    direction whose local range starts right after the ring's last one, so the ring's moves
+    cover one contiguous range (``lo``..``hi``, their union), checked as one entry. Every move's
+    requests go out in order as soon as it has entered (a ring of its DRAM fields), so a run
+    of small moves (a DRAM column read a vector pair at a time) keeps many requests in
+    flight. With ``run_ahead = 0`` moves enter the queue directly."""
+
+    def __init__(self, layout: Layout, vec: int, port: int, queue_depth: int, run_ahead: int,
+                 name: str, engine: str) -> None:
         f = layout.hardware
         dbits = max(layout.D1 if port else layout.D0, 1)
         rec = dram_struct(layout)
+        self.enq = Stream(rec, f"{name}_enq", SINK)
         self.q = q = RegFifo(rec, queue_depth, f"{name}_queue")
         self.dram = p = DramPort(dbits, f.size, vec, f"{engine}{port}", side="core")
+        new = self.enq.payload
+
+        # ------------------------------------------------------------------ run-ahead ring
+        entries = [SimpleNamespace(valid=e.valid, record=e.record) for e in q.entries]
+        local_runs = []
+        if run_ahead:
+            ring = RingFifo(rec, run_ahead, f"{name}_ring")
+            busy = ring.deq.valid                                 # (registered)
+            r_lo, r_hi = Register(f.L, f"{name}_ring_lo"), Register(f.L, f"{name}_ring_hi")
+            r_to_local = Register(1, f"{name}_ring_to_local")
+            after = (r_hi.zero_extended(f.L + 1) + 1)[:f.L + 1]
+            abuts = named((new.lo.zero_extended(f.L + 1) == after) &
+                          (new.to_local == r_to_local), f"{name}_abuts")
+            connect(ring.deq, q.enq)
+            ring.enq.drive(self.enq.valid & (abuts | ~busy), self.enq.data)
+            room = (abuts | ~busy) & ring.enq.ready
+            # the ring's range: its oldest move's lo .. its newest's hi
+            taken, left = ring.enq.fire, ring.deq.fire
+            alone = (ring.count == 0) | ((ring.count == 1) & left)
+            oldest = rec.unpack(ring.deq.data)
+            r_lo.next <<= pyrtl.select(taken & alone, new.lo, pyrtl.select(
+                left, (oldest.hi + 1)[:f.L], r_lo))
+            r_hi.next <<= pyrtl.select(taken, new.hi, r_hi)
+            r_to_local.next <<= pyrtl.select(taken, new.to_local, r_to_local)
+            entries.append(SimpleNamespace(
+                valid=named(busy, f"{name}_ring_entry_valid"),
+                record=named(rec.pack(to_local=r_to_local, uses=1, writes=r_to_local,
+                                      lo=r_lo, hi=r_hi), f"{name}_ring_entry_record")))
+            local_runs.append(("ring", busy & r_to_local, r_lo, r_hi))
+        else:
+            q.enq.drive(self.enq.valid, self.enq.data)
+            room = q.enq.ready
+        self.enq.ready <<= room
+        accepted = self.enq.fire
 
         # ------------------------------------------------------------------ requests
-        pbits = max(clog2(queue_depth + 1), 1)
-        req_ptr = Register(pbits, f"{name}_req_ptr")
+        # every accepted move's DRAM fields, in order, for the request generator
+        asks = RingFifo(Struct(to_local=1, daddr=f.D, ds=f.S1, size=f.size),
+                        queue_depth + run_ahead, f"{name}_asks")
+        asks.enq.drive(accepted, to_local=new.to_local, daddr=new.daddr, ds=new.ds,
+                       size=new.size)
+        abits = clog2(queue_depth + run_ahead + 1)
+        ahead = Register(abits, f"{name}_requested_ahead")       # requested, not yet popped
         rg_active = Register(1, f"{name}_rg_active")
         rg_addr = Register(f.D, f"{name}_rg_addr")
         rg_left = Register(f.size + 1, f"{name}_rg_left")        # vectors still to request
         rg_step = Register(f.D, f"{name}_rg_step")
-        valids = [e.valid for e in q.entries]
-        datas = [e.record for e in q.entries]
-        sel_valid = pyrtl.mux(req_ptr, *valids, default=Const(0, 1))
-        rg = sel = rec.unpack(pyrtl.mux(req_ptr, *datas, default=Const(0, rec.width)))
+        rg_contiguous = Register(1, f"{name}_rg_contiguous")
+        rg_done_w = WireVector(1, f"{name}_rg_done")
+        rg_write = Register(1, f"{name}_rg_write")
+        sel = asks.deq.payload
+        # the next move's requests start in the cycle the last one's last request goes
+        start = named((~rg_active | rg_done_w) & asks.deq.valid, f"{name}_rg_start")
+        asks.deq.ready <<= start
 
-        # the instruction being requested stays at req_ptr until done
         mask = Const((1 << dbits) - 1, f.D)
-        contiguous = rg.ds == 0
-        room = (mask - rg_addr)[:f.D]                             # vectors before the wrap - 1
+        room_d = (mask - rg_addr)[:f.D]                           # vectors before the wrap - 1
         left_m1 = (rg_left - 1)[:f.size + 1]
-        fits = room.zero_extended(max(f.D, f.size + 1) + 1) >= left_m1.zero_extended(
+        fits = room_d.zero_extended(max(f.D, f.size + 1) + 1) >= left_m1.zero_extended(
             max(f.D, f.size + 1) + 1)
-        length = pyrtl.select(contiguous, pyrtl.select(fits, left_m1[:f.size], fit(room, f.size)),
+        length = pyrtl.select(rg_contiguous, pyrtl.select(fits, left_m1[:f.size],
+                                                          fit(room_d, f.size)),
                               Const(0, f.size))
-        p.req.drive(rg_active, write=~rg.to_local, addr=rg_addr, len=length)
+        p.req.drive(rg_active, write=rg_write, addr=rg_addr, len=length)
         req_fire = p.req.fire
         moved = (length.zero_extended(f.size + 1) + 1)[:f.size + 1]
         rg_done = req_fire & (moved == rg_left)
-        start = ~rg_active & sel_valid
+        rg_done_w <<= rg_done
         rg_active.next <<= start | (rg_active & ~rg_done)
-        advance = named(pyrtl.select(contiguous, fit(moved, f.D), rg_step), f"{name}_rg_advance")
+        advance = named(pyrtl.select(rg_contiguous, fit(moved, f.D), rg_step),
+                        f"{name}_rg_advance")
         rg_addr.next <<= pyrtl.select(start, sel.daddr, pyrtl.select(
             req_fire, (rg_addr + advance)[:f.D] & mask, rg_addr))
         rg_left.next <<= pyrtl.select(start, (sel.size.zero_extended(f.size + 1) + 1)[:f.size + 1],
                                       pyrtl.select(req_fire, (rg_left - moved)[:f.size + 1], rg_left))
         rg_step.next <<= pyrtl.select(start, stride_step(sel.ds, f.D), rg_step)
+        rg_contiguous.next <<= pyrtl.select(start, sel.ds == 0, rg_contiguous)
+        rg_write.next <<= pyrtl.select(start, ~sel.to_local, rg_write)
 
         # ------------------------------------------------------------------ local side
         head = q.deq.payload
@@ -160,20 +221,29 @@ class _Channel:
         out.ready <<= p.wdata.ready
 
         ls_last = step_now & (ls_left == 1)
-        ls_active.next <<= ls_start | (ls_active & ~ls_last)
-        ls_addr.next <<= pyrtl.select(ls_start, head.laddr, pyrtl.select(
+        # the next move's local side starts right after this one's last vector when it is
+        # already queued behind it (the head leaves in that cycle), else from the head
+        follows = named(ls_last & q.deq.fire & q.entries[1].valid, f"{name}_ls_follows") \
+            if queue_depth > 1 else Const(0, 1)
+        nxt = rec.unpack(q.entries[1].record) if queue_depth > 1 else head
+        begin = ls_start | follows
+        first = SimpleNamespace(**{k: pyrtl.select(follows, getattr(nxt, k), getattr(head, k))
+                                   for k in ("laddr", "size", "ls")})
+        ls_active.next <<= begin | (ls_active & ~ls_last)
+        ls_addr.next <<= pyrtl.select(begin, first.laddr, pyrtl.select(
             step_now, (ls_addr + ls_step)[:f.L], ls_addr))
-        ls_left.next <<= pyrtl.select(ls_start, (head.size.zero_extended(f.size + 1) + 1)[:f.size + 1],
+        ls_left.next <<= pyrtl.select(begin, (first.size.zero_extended(f.size + 1) + 1)[:f.size + 1],
                                       pyrtl.select(step_now, (ls_left - 1)[:f.size + 1], ls_left))
-        ls_step.next <<= pyrtl.select(ls_start, stride_step(head.ls, f.L), ls_step)
+        ls_step.next <<= pyrtl.select(begin, stride_step(first.ls, f.L), ls_step)
 
         # the head leaves once the local side has finished it and its requests are issued
-        requested = (req_ptr != 0) | (rg_done & (req_ptr == 0))
+        # (the requests go in order: with none ahead, the ones finishing now are the head's)
+        requested = (ahead != 0) | rg_done
         done_now = ls_finished | ls_last
         q.deq.ready <<= done_now & requested
         pop = q.deq.fire
         ls_finished.next <<= done_now & ~pop
-        req_ptr.next <<= (req_ptr + rg_done - pop)[:pbits]
+        ahead.next <<= (ahead + rg_done - pop)[:abits]
 
         # local addresses still to be written by DRAM -> local moves: the head from its
         # current address on (the whole run if it wraps), the entries behind it whole
@@ -189,10 +259,18 @@ class _Channel:
                 valid=named(valid, f"{name}_pending_write{i}_valid"),
                 lo=named(lo, f"{name}_pending_write{i}_lo"),
                 hi=named(e.hi, f"{name}_pending_write{i}_hi")))
+        for what, valid, lo, hi in local_runs:
+            self.local_writes.append(SimpleNamespace(
+                valid=named(valid, f"{name}_pending_write_{what}_valid"),
+                lo=named(lo, f"{name}_pending_write_{what}_lo"),
+                hi=named(hi, f"{name}_pending_write_{what}_hi")))
+        # moves still to touch local memory, for range checks: the queue's, the ring's run
+        self.entries = entries
 
         self.busy = step_now
         self.stall = (q.deq.valid | rg_active) & ~step_now & ~req_fire
-        self.idle = ~q.deq.valid & ~skid.deq.valid & ~inflight
+        self.idle = ~q.deq.valid & ~(ring.deq.valid if run_ahead else Const(0, 1)) & \
+            ~skid.deq.valid & ~inflight
         # every vector this channel stored has landed in its memory
         self.writes_settled = ~skid.deq.valid & ~inflight & p.writes_done
         self.port_b_valid = ls_active
@@ -206,7 +284,10 @@ class DramEngine:
         layout: the instruction :class:`~tcu_hw.isa.Layout` (DRAM address widths and the
             record widths).
         vector_bits: bits of one vector (n·W).
-        queue_depth: moves in flight per port (each channel's in-flight table).
+        queue_depth: moves in flight per port, each with its own range for hazard checks.
+        run_ahead: further moves per port that may wait behind them (distributed RAM) while
+            their requests go out, when their local ranges follow each other (one range
+            for the checks); 0: none.
         name: prefix of the wires and registers (the DRAM ports are ``<name>0``,
             ``<name>1``, the channels ``<name>_c0``, ``<name>_c1``).
         guest: also share port B with a guest reader (``guest`` port).
@@ -221,11 +302,11 @@ class DramEngine:
             ``req.len`` the hardware size width, data n·W.
         local: :class:`~tcu_hw.blocks.stream.RamPort` (user side) to local memory port B.
         guest: :class:`~tcu_hw.blocks.stream.SharedRead` (arbiter side): reads of port B
-            for a guest, granted whenever it wants (before the channels, which take turns);
-            None without a guest.
+            for a guest, granted whenever it wants (before the channels); None without a
+            guest.
         entries: list of ``valid`` (1) / ``record`` (packed, with its ``struct``) outputs:
-            both queues, for the
-            dispatcher's range checks.
+            both queues' moves and both run-ahead rings' ranges, for the dispatcher's range
+            checks.
         local_writes: list of ``valid`` (1) / ``lo`` / ``hi`` (L bits) outputs: the
             local-memory ranges DRAM→local moves have still to write (a running move's from
             its current address on), for reads chained behind them (:meth:`wait_for`).
@@ -235,22 +316,27 @@ class DramEngine:
         port_b_valid, port_b_ready: outputs (1), status (not a handshake): local port B
             wanted / granted, the pair the sampler records.
 
-    Latency: an enqueued move's first request goes out two cycles after it enters the queue;
-    a vector read from local memory reaches ``wdata`` two cycles after its read address.
+    Latency: an accepted move's first request goes out two cycles after it is accepted
+    (the next move's right after the last request of the one before); a vector read
+    from local memory reaches ``wdata`` two cycles after its read address.
     """
 
     def __init__(self, layout: Layout, vector_bits: int, queue_depth: int = 2,
-                 name: str = "dram", guest: bool = False) -> None:
+                 name: str = "dram", guest: bool = False, run_ahead: int = RUN_AHEAD) -> None:
+        if queue_depth < 1 or run_ahead < 0:
+            raise ValueError(f"DRAM engine {name!r}: queue_depth must be at least 1 and "
+                             f"run_ahead at least 0")
         vec = vector_bits
         f = layout.hardware
         rec = dram_struct(layout)
+        self.name = name
         self.moves = Stream(rec, f"{name}_moves", SINK)
-        ch = self.channels = [_Channel(layout, vec, k, queue_depth, f"{name}_c{k}", name)
-                              for k in range(2)]
+        ch = self.channels = [_Channel(layout, vec, k, queue_depth, run_ahead, f"{name}_c{k}",
+                                       name) for k in range(2)]
         self.dram0, self.dram1 = (c.dram for c in ch)
         self.local = local = RamPort(f.L, vec, f"{name}_local", side="user")
         self.entries = [SimpleNamespace(valid=e.valid, record=e.record, struct=rec)
-                        for e in ch[0].q.entries + ch[1].q.entries]
+                        for e in ch[0].entries + ch[1].entries]
         self.local_writes = ch[0].local_writes + ch[1].local_writes
 
         # ------------------------------------------------------------------ moves in
@@ -260,21 +346,22 @@ class DramEngine:
         # flush probe (a DRAM0 store) completes only after every earlier store on DRAM1
         store = ~new.to_local
         cross = named(pyrtl.select(
-            to1, _must_wait(new, ch[0].q.entries, rec) | (store & ~ch[0].writes_settled),
-            _must_wait(new, ch[1].q.entries, rec) | (store & ~ch[1].writes_settled)),
+            to1, _must_wait(new, ch[0].entries, rec) | (store & ~ch[0].writes_settled),
+            _must_wait(new, ch[1].entries, rec) | (store & ~ch[1].writes_settled)),
             f"{name}_cross_wait")
         for k, c in enumerate(ch):
             mine = to1 if k else ~to1
-            c.q.enq.drive(self.moves.valid & mine & ~cross, self.moves.data)
-        self.moves.ready <<= ~cross & pyrtl.select(to1, ch[1].q.enq.ready, ch[0].q.enq.ready)
+            c.enq.drive(self.moves.valid & mine & ~cross, self.moves.data)
+        self.moves.ready <<= ~cross & pyrtl.select(to1, ch[1].enq.ready, ch[0].enq.ready)
 
         # ------------------------------------------------------------------ port B arbiter
         self.guest = g = SharedRead(f.L, vec, f"{name}_guest", side="arbiter") if guest \
             else None
         # the guest first (its reads feed compute; the channels' data waits in their skids
-        # and in the DRAM), the channels in turn
+        # and in the DRAM), then the channel a chained reader waits for (see chain)
         guest_read = g.want if g else Const(0, 1)
-        grants = round_robin([c.want & ~guest_read for c in ch], f"{name}_port_b")
+        self._urgent = [WireVector(1, f"{name}_c{k}_urgent") for k in range(2)]
+        grants = favor([c.want & ~guest_read for c in ch], self._urgent, f"{name}_port_b")
         for c, grant in zip(ch, grants):
             c.grant <<= grant
         addr = pyrtl.select(grants[1], ch[1].addr, ch[0].addr)
@@ -296,6 +383,20 @@ class DramEngine:
         self.port_b_valid = named(ch[0].port_b_valid | ch[1].port_b_valid |
                                   (g.want if g else Const(0, 1)), f"{name}_port_b_valid")
         self.port_b_ready = named(moving | guest_read, f"{name}_port_b_ready")
+
+    def chain(self, readers) -> None:
+        """Chain ``readers`` (records with ``addr`` and ``wants`` outputs and a ``wait``
+        input, e.g. :attr:`ComputeUnit.readers <tcu_hw.blocks.compute.ComputeUnit>`) behind
+        the local words DRAM→local moves have still to write: drive each ``wait``, and give
+        port B first to a channel that a reader wanting to read waits for (a MatMul or a
+        weight push waiting for its load does not share the port with a load it does not
+        need yet). ``[]``: nothing is chained. Call once."""
+        hits = [[named(pending(reader.addr, c.local_writes), f"{self.name}_c{k}_holds_{i}")
+                 for k, c in enumerate(self.channels)] for i, reader in enumerate(readers)]
+        for k, urgent in enumerate(self._urgent):
+            urgent <<= pyrtl.rtl_any(Const(0, 1), *[r.wants & h[k] for r, h in zip(readers, hits)])
+        for reader, (in0, in1) in zip(readers, hits):
+            reader.wait <<= in0 | in1
 
     def wait_for(self, ranges) -> None:
         """Chain the local reads of local→DRAM moves behind ``ranges`` (``valid``/``lo``/``hi``

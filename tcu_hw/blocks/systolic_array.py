@@ -75,12 +75,18 @@ class SystolicArray:
             ``switch`` (1: this vector switches to the tile the pushes loaded).
         weights: sink, always ready: ``data`` (n·W), one vector pushed into the weight chain.
             At most one of ``input.valid`` and ``weights.valid`` per cycle; with
-            ``explicit_switch`` a push may come with any vector that does not switch.
+            ``explicit_switch`` a push may come with any vector that does not switch, and
+            with one that does when ``push_ok_next_switch`` said so the cycle before (the
+            copy is taken in that cycle).
         output: source, always ready (it cannot wait: connect it to an always-ready sink):
             ``data`` (n·W), ``tag``, the vector that entered n + 1 cycles ago.
-        push_ok: output (1), a push this cycle is safe.
-        push_ok_next: output (1), a push next cycle will be safe given this cycle's inputs
-            (for controllers whose push data comes from a registered read).
+        push_ok: output (1), a push this cycle is safe (unless a vector switches in it).
+        push_ok_next: output (1), a push next cycle will be safe given this cycle's inputs,
+            if the vector entering next cycle does not switch (for controllers whose push
+            data comes from a registered read).
+        push_ok_next_switch: output (1), the same if the vector entering next cycle switches
+            (C must take its copy in that cycle: no vector of the current tile may still
+            read it).
         stages: list of ``valid`` (1) / ``tag`` outputs, the n + 1 pipeline stages (the
             entry stage, then the partial sums after each row; for hazard checks).
         fresh: output (1), the tile in use is in the staging chain only (its copy waits
@@ -208,10 +214,18 @@ class SystolicArray:
                        for j, (v, t) in enumerate(zip(stage_valid, stage_tag))]
 
         # A push shifts S at the end of its cycle: safe unless the tile in use is in S alone
-        # (then no vector in flight reads S later either: a copy points them all at C). The
-        # contract keeps a switching vector out of a push's cycle.
+        # (then no vector in flight reads S later either: a copy points them all at C). In
+        # the cycle a vector switches, a push is safe when C takes its copy then
+        # (push_ok_next_switch of the cycle before).
         self.push_ok = named(~fresh | ~readers(0, n - 2), f"{name}_push_ok")
-        # next cycle: S alone holds the tile unless it is copied then, when no vector in
-        # stages 0..n-4 now still reads C (the vector entering now reads S if the tile stays
-        # fresh)
+        # next cycle, if the vector entering then does not switch: S alone holds the tile
+        # unless it is copied then, when no vector in stages 0..n-4 now still reads C (the
+        # vector entering now reads S if the tile stays fresh)
         self.push_ok_next = named(~keep_s | ~readers(0, n - 3), f"{name}_push_ok_next")
+        # next cycle, if the vector entering then switches: C must take its copy then, so
+        # no vector may still read C from stage 0..n-3 next cycle (the one entering now
+        # reads C unless the tile stays fresh; a copy now points the ones in flight at C)
+        later_c = (enter & ~keep_s) if n >= 3 else Const(0, 1)
+        for j in range(max(n - 3, 0)):
+            later_c = later_c | (stage_weights[j] & (~stage_s[j] | copying))
+        self.push_ok_next_switch = named(~later_c, f"{name}_push_ok_next_switch")

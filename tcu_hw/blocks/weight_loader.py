@@ -67,12 +67,15 @@ class WeightLoader:
             memory ports A and B; a read goes to port A when granted, else asks port B.
         push: stream source, always ready (connect it to the array's ``weights``): ``data``
             (n·W), one vector pushed into the weight chain.
-        push_ok_next: input (1), a push next cycle is safe (the array's ``push_ok_next``).
+        push_ok_next: input (1), a push next cycle is safe (the array's ``push_ok_next``,
+            or ``push_ok_next_switch`` when a switching vector enters next cycle).
         switched_next: input (``TOKEN_BITS``), bank switches counted up to and including
-            this cycle.
+            this cycle, and the one of a vector that enters next cycle (so the next tile's
+            first push may come in the switching vector's cycle).
         done_next: output (``TOKEN_BITS``), LoadWeights fully pushed, up to and including
             this cycle's push.
         read_addr: output (L), the local address of the next read.
+        wants_local: output (1), that read would issue but for ``local_wait``.
         local_wait: input (1), that read must wait (an earlier instruction has still to
             write the address).
         entries: list of ``valid`` (1) / ``record`` outputs (with their ``struct``): the
@@ -138,6 +141,7 @@ class WeightLoader:
         self.done_next = named(done_next, f"{name}_done_next")
 
         self.read_addr = named(laddr, f"{name}_read_addr")
+        self.wants_local = named(ready & reads, f"{name}_wants_local")
         self.entries = [SimpleNamespace(valid=e.valid, record=e.record, struct=rec)
                         for e in q.entries]
         self.entries.append(SimpleNamespace(valid=named(act_valid, f"{name}_act_entry_valid"),

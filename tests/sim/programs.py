@@ -175,8 +175,8 @@ def probe_safe(arch: Architecture, program):
 
 
 #: kinds of :func:`window_programs`: local-memory traffic between the two units
-WINDOW_KINDS = ("load", "load", "load", "store", "store", "matmul", "matmul", "loadweights",
-                "to_acc", "from_acc", "simd", "loadlut")
+WINDOW_KINDS = ("load", "load", "load", "store", "store", "load_run", "store_run", "matmul",
+                "matmul", "loadweights", "to_acc", "from_acc", "simd", "loadlut")
 
 
 def window_instruction(arch: Architecture, kind: str, seed: int, window: int = 24):
@@ -202,6 +202,22 @@ def window_instruction(arch: Architecture, kind: str, seed: int, window: int = 2
         span = size * (1 << stride) + 1
         return int(rng.integers(0, max(1, min(depth_other, 48) - span + 1))), stride
 
+    if kind in ("load_run", "store_run"):
+        # small moves whose local ranges follow each other (a DRAM column read or written
+        # a few vectors at a time): they queue behind each other in the run-ahead ring
+        port = int(rng.integers(0, 2))
+        k = [[DataMoveKind.DRAM0_TO_LOCAL, DataMoveKind.DRAM1_TO_LOCAL],
+             [DataMoveKind.LOCAL_TO_DRAM0, DataMoveKind.LOCAL_TO_DRAM1]][kind == "store_run"][port]
+        la, moves = int(rng.integers(0, window // 2)), []
+        for _ in range(int(rng.integers(2, 8))):
+            size = int(rng.integers(0, 3))
+            if la + size >= window:
+                break
+            da, ds = other_run(size, arch.dram1_depth if port else arch.dram0_depth,
+                               arch.stride1_depth)
+            moves.append(DataMove(k, la, 0, da, ds, size))
+            la += size + 1
+        return moves
     if kind in ("load", "store"):
         port = int(rng.integers(0, 2))
         k = [[DataMoveKind.DRAM0_TO_LOCAL, DataMoveKind.DRAM1_TO_LOCAL],
@@ -235,6 +251,16 @@ def window_instruction(arch: Architecture, kind: str, seed: int, window: int = 2
                 read=True, write=bool(rng.random() < 0.8), accumulate=bool(rng.random() < 0.3))
 
 
+def window_program(arch: Architecture, steps) -> list:
+    """The instructions of (kind, seed) ``steps`` (:func:`window_instruction`; a run kind
+    gives several)."""
+    program = []
+    for kind, seed in steps:
+        made = window_instruction(arch, kind, seed)
+        program += made if isinstance(made, list) else [made]
+    return program
+
+
 @st.composite
 def window_programs(draw, arch: Architecture, min_length: int = 10, max_length: int = 50):
     """Programs whose instructions crowd a small local window (:func:`window_instruction`):
@@ -242,7 +268,7 @@ def window_programs(draw, arch: Architecture, min_length: int = 10, max_length: 
     what acc→local moves still write, under random DRAM timing."""
     steps = draw(st.lists(st.tuples(st.sampled_from(WINDOW_KINDS), st.integers(0, 2 ** 32 - 1)),
                           min_size=min_length, max_size=max_length))
-    program = [window_instruction(arch, kind, seed) for kind, seed in steps]
+    program = window_program(arch, steps)
     images = make_images(arch, draw(st.integers(0, 2 ** 32 - 1)))
     timing = DramTiming(latency=draw(st.sampled_from([0, 1, 3, 8, 20])),
                         cycles_per_vector=draw(st.sampled_from([1, 1, 3])),
@@ -280,7 +306,7 @@ def soak_case(arch: Architecture, rng: np.random.Generator):
         program = [make_instruction(arch, k, s, edgy) for k, s in zip(kinds, seeds)]
     else:
         kinds = rng.choice(WINDOW_KINDS, length).tolist()
-        program = [window_instruction(arch, k, s) for k, s in zip(kinds, seeds)]
+        program = window_program(arch, zip(kinds, seeds))
     images = make_images(arch, int(rng.integers(0, 2 ** 32)))
     timing = DramTiming(latency=int(rng.choice([0, 1, 3, 8, 20])),
                         cycles_per_vector=int(rng.choice([1, 1, 3])),

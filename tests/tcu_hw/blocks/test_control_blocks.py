@@ -13,7 +13,7 @@ from sim.pyrtl_sim import ArraySimulation
 from tcu_hw.arch import Architecture, Options
 from tcu_hw.blocks.config_registers import ConfigRegisters
 from tcu_hw.blocks.decoder import address_run
-from tcu_hw.blocks.dram_engine import round_robin
+from tcu_hw.blocks.dram_engine import favor
 from tcu_hw.blocks.sampler import Sampler
 from tcu_hw.isa import SIMD, Configure, ConfigRegister, MatMul, LoadWeights, NoOp, SimdOp
 from tcu_hw.isa import address_run as reference_run
@@ -42,27 +42,36 @@ def test_decoder_address_run_matches_the_contract(bits):
             assert got[k] == want, (field, b, s, z)
 
 
-@pytest.mark.parametrize("k", [1, 2, 3])
-def test_round_robin_grants_one_wanting_client_and_starves_none(k):
-    """At most one grant, only to a client that wants; a client that keeps wanting is
-    granted within k cycles; with two clients, a tie alternates."""
+def test_favor_grants_the_client_a_reader_waits_for_and_keeps_it_first():
+    """At most one grant, only to a client that wants; the client that alone is urgent comes
+    first, and stays first until the other alone is urgent; the other takes every cycle
+    the first does not want (a model, on random wants and urgencies)."""
     block = pyrtl.Block()
     with pyrtl.set_working_block(block):
-        wants = [pyrtl.Input(1, f"want{i}") for i in range(k)]
-        for i, g in enumerate(round_robin(wants, "rr")):
+        wants = [pyrtl.Input(1, f"want{i}") for i in range(2)]
+        urgent = [pyrtl.Input(1, f"urgent{i}") for i in range(2)]
+        for i, g in enumerate(favor(wants, urgent, "fv")):
             out = pyrtl.Output(1, f"grant{i}")
             out <<= g
         sim = pyrtl.Simulation()
-    rng = np.random.default_rng(k)
-    waiting = [0] * k
-    for cycle in range(300):
-        w = [int(x) for x in rng.random(k) < (0.9 if cycle < 150 else 0.4)]
-        sim.step({f"want{i}": w[i] for i in range(k)})
-        g = [sim.inspect(f"grant{i}") for i in range(k)]
-        assert sum(g) == (1 if any(w) else 0) and all(not g[i] or w[i] for i in range(k))
-        for i in range(k):
-            waiting[i] = waiting[i] + 1 if w[i] and not g[i] else 0
-            assert waiting[i] < k
+    rng = np.random.default_rng(5)
+    prefer, firsts = 0, set()
+    for cycle in range(400):
+        w = [int(x) for x in rng.random(2) < 0.7]
+        u = [int(x) for x in rng.random(2) < (0.1 if cycle % 100 < 50 else 0.5)]
+        sim.step({**{f"want{i}": w[i] for i in range(2)},
+                  **{f"urgent{i}": u[i] for i in range(2)}})
+        g = [sim.inspect(f"grant{i}") for i in range(2)]
+        first = u[1] if u[0] != u[1] else prefer
+        prefer = first
+        firsts.add(first)
+        want = [0, 0]
+        if w[first]:
+            want[first] = 1
+        elif w[1 - first]:
+            want[1 - first] = 1
+        assert g == want, (cycle, w, u, g)
+    assert firsts == {0, 1}
 
 
 def test_config_registers_pc_timeout_tracepoint():

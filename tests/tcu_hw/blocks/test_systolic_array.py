@@ -125,12 +125,12 @@ def test_partial_and_zero_pushes():
     assert np.array_equal(got, model(n, dt, commands))
 
 
-@pytest.mark.parametrize("n", [2, 3, 4])
+@pytest.mark.parametrize("n", [2, 3, 4, 5, 6])
 def test_explicit_switch_pushes_beside_vectors(n):
     """``explicit_switch``: the next tile's pushes run while this tile's vectors (and
     pass-through vectors) keep entering (a push and a vector in the same cycle), the first
     vector of the next tile switches with ``switch = 1``; a push waits for ``push_ok_next``
-    (of the cycle before)."""
+    (of the cycle before), or ``push_ok_next_switch`` when it comes with a switching vector."""
     dt = FP16BP8
     rng = np.random.default_rng(10 + n)
     tiles = [rng.integers(-200, 200, (n + 1, n)) for _ in range(6)]      # [bias, rows...]
@@ -148,39 +148,48 @@ def test_explicit_switch_pushes_beside_vectors(n):
         sim = pyrtl.Simulation()
     pushed = [0] * len(tiles)              # pushes done per tile (row n-1 first, bias last)
     entered = [0] * len(tiles)
-    switched, ok_next, out, want = -1, 1, [], []
-    predicted = []                         # (push_ok_next of cycle t, push_ok of cycle t+1)
+    switched, ok_next, ok_switch, out, want = -1, 1, 1, [], []
+    predicted = []          # (push_ok_next[_switch] of cycle t, push_ok / copying of t+1)
+    beside_switch = 0       # pushes in a switching vector's cycle
     for _ in range(2000):
         step = dict(valid=0, data=0, switch=0, push=0, wdata=0)
         step["pass"] = 0
-        p = next((t for t in range(len(tiles)) if pushed[t] <= n), None)
-        if p is not None and p <= switched + 1 and ok_next and rng.random() < 0.8:
-            step.update(push=1, wdata=lanes.to_int(tiles[p][n - pushed[p]], 16))
-            pushed[p] += 1
+        switching = False
         v = next((t for t in range(len(tiles)) if entered[t] < len(xs[t])), None)
         if v is not None and rng.random() < 0.15:       # a pass-through vector
             value = rng.integers(-300, 300, n)
             step.update({"valid": 1, "pass": 1, "data": lanes.to_int(value, 16)})
             want.append(value)
         elif v is not None and rng.random() < 0.8 and (entered[v] or (
-                pushed[v] == n + 1 and not (step["push"] and p == v))):
-            first = entered[v] == 0
-            step.update(valid=1, switch=int(first),
+                pushed[v] == n + 1 and (ok_switch or rng.random() < 0.5))):
+            # (a switch often waits until the next tile's first push may come beside it)
+            switching = entered[v] == 0
+            step.update(valid=1, switch=int(switching),
                         data=lanes.to_int(xs[v][entered[v]], 16))
             want.append(numeric.matmul_reference(xs[v][entered[v]][None], tiles[v][1:],
                                                  tiles[v][0], dt)[0])
             entered[v] += 1
-            switched = v if first else switched
+            switched = v if switching else switched
+        p = next((t for t in range(len(tiles)) if pushed[t] <= n), None)
+        if p is not None and p <= switched + 1 and (ok_switch if switching else ok_next) \
+                and rng.random() < 0.8:
+            step.update(push=1, wdata=lanes.to_int(tiles[p][n - pushed[p]], 16))
+            pushed[p] += 1
+            beside_switch += switching
         sim.step({f"in_{k}": val for k, val in step.items()})
-        predicted.append((ok_next, sim.inspect(arr.push_ok.name)))
+        predicted.append((ok_switch, sim.inspect("array_copying")) if switching else
+                         (ok_next, sim.inspect(arr.push_ok.name)))
         ok_next = sim.inspect(arr.push_ok_next.name)
+        ok_switch = sim.inspect(arr.push_ok_next_switch.name)
         if sim.inspect(arr.output.valid.name):
             out.append(sim.inspect(arr.output.payload.data.name))
     assert entered == [len(x) for x in xs]
     want = np.array(want)
     got = np.array([lanes.from_int(v, n, 16) for v in out])
     assert len(out) == len(want) and np.array_equal(got, want)
-    # push_ok_next is exact, not just safe: it is next cycle's push_ok
+    # push_ok_next (push_ok_next_switch) is exact, not just safe: it is next cycle's
+    # push_ok (whether C takes its copy in the switching vector's cycle)
     assert all(a == b for a, b in predicted[1:])
+    assert beside_switch
     if n >= 4:                             # (smaller arrays copy at once: pushes never wait)
         assert not all(b for _, b in predicted)
