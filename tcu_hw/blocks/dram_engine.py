@@ -316,6 +316,10 @@ class DramEngine:
         port_b_valid, port_b_ready: outputs (1), status (not a handshake): local port B
             wanted / granted, the pair the sampler records.
 
+    Call :meth:`chain` (the local readers that chain behind DRAM loads, or ``[]``) and
+    :meth:`wait_for` (the local writes stores chain behind, or ``[]``) once each: they drive
+    the waits and the port B preference.
+
     Latency: an accepted move's first request goes out two cycles after it is accepted
     (the next move's right after the last request of the one before); a vector read
     from local memory reaches ``wdata`` two cycles after its read address.
@@ -412,6 +416,7 @@ class DramEngine:
 
     @classmethod
     def from_arch(cls, arch, queue_depth: int = 2, name: str = "dram",
-                  guest: bool = False) -> "DramEngine":
+                  guest: bool = False, run_ahead: int = RUN_AHEAD) -> "DramEngine":
         """The DRAM engine of an :class:`~tcu_hw.arch.Architecture`."""
-        return cls(arch.layout, arch.array_size * arch.dtype.width, queue_depth, name, guest)
+        return cls(arch.layout, arch.array_size * arch.dtype.width, queue_depth, name, guest,
+                   run_ahead)

@@ -337,6 +337,20 @@ def test_one_vector_per_cycle_without_bubbles(name, program, ideal):
     assert result.cycles == ideal + FILL
 
 
+@pytest.mark.parametrize("latency", [8, 20])
+def test_small_moves_keep_requests_in_flight(latency):
+    """A column read two vectors at a time (48 moves whose local ranges follow each other,
+    DRAM addresses four apart) streams at one vector a cycle: the moves wait in the DRAM
+    channel's run-ahead ring with their requests out, so the latency is paid once, not per
+    move (two moves in flight would take about 11 cycles a move at latency 20)."""
+    arch = THROUGHPUT_ARCH
+    moves = [DataMove(K.DRAM0_TO_LOCAL, 2 * k, 0, 4 * k, 0, 1) for k in range(48)]
+    rng = np.random.default_rng(4)
+    images = Images(dram0={0: rng.integers(-300, 300, (256, arch.array_size))})
+    result = check(arch, moves, images, DramTiming(latency=latency))
+    assert result.cycles == 2 * 48 + latency + 3     # + dispatch, request, last write
+
+
 def test_weight_pushes_hide_behind_matmuls():
     """The weight loader pushes the next tile while this tile's MatMuls stream: ten tiles of
     64 MatMul vectors cost the first tile's pushes only; through the sequencer (without the

@@ -13,7 +13,7 @@ from sim.pyrtl_sim import ArraySimulation
 from tcu_hw.arch import Architecture, Options
 from tcu_hw.blocks.config_registers import ConfigRegisters
 from tcu_hw.blocks.decoder import address_run
-from tcu_hw.blocks.dram_engine import favor
+from tcu_hw.blocks.dram_engine import DramEngine, favor
 from tcu_hw.blocks.sampler import Sampler
 from tcu_hw.isa import SIMD, Configure, ConfigRegister, MatMul, LoadWeights, NoOp, SimdOp
 from tcu_hw.isa import address_run as reference_run
@@ -72,6 +72,14 @@ def test_favor_grants_the_client_a_reader_waits_for_and_keeps_it_first():
             want[1 - first] = 1
         assert g == want, (cycle, w, u, g)
     assert firsts == {0, 1}
+
+
+@pytest.mark.parametrize("kw", [dict(queue_depth=0), dict(run_ahead=-1)])
+def test_dram_engine_refuses_an_empty_queue_or_a_negative_run_ahead(kw):
+    arch = Architecture("FP16BP8", 4, 256, 256, 256, 64, 1, 4, 4)
+    with pyrtl.set_working_block(pyrtl.Block()):
+        with pytest.raises(ValueError, match="queue_depth must be at least 1 and run_ahead"):
+            DramEngine.from_arch(arch, **kw)
 
 
 def test_config_registers_pc_timeout_tracepoint():
