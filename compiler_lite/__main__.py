@@ -49,6 +49,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_inputs(p, "IN.npz", "inputs (arrays keyed by input name, in the model's layout): "
                "write the expected outputs computed by the golden emulator to "
                "<name>.golden.npz", aliases=("--golden",))
+    p.add_argument("--calibrate", metavar="SAMPLES.npz",
+                   help="representative inputs (arrays keyed by input name, samples stacked "
+                        "on the batch axis): print how far the compiled model is from float "
+                        "on them (max|err|, rms(error)/std(output), top-1/top-5 agreement; "
+                        "the golden emulator against onnxruntime)")
     add_quiet(p, "no progress on standard error")
     return p
 
@@ -63,10 +68,11 @@ def _compile(args, out, progress) -> int:
     from .summary import artifacts_table, compiler_summary, layers_summary
     outputs = [o.strip() for o in args.output.split(",") if o.strip()] if args.output else None
     shapes = parse_input_shapes(args.input_shapes)
-    golden_inputs = None
-    if args.inputs:
+    golden_inputs = calibration = None
+    if args.inputs or args.calibrate:
         from .golden import read_inputs
-        golden_inputs = read_inputs(args.inputs)
+        golden_inputs = read_inputs(args.inputs) if args.inputs else None
+        calibration = read_inputs(args.calibrate) if args.calibrate else None
     c = compile_model(args.model, args.arch, outputs=outputs, input_shapes=shapes,
                       strategy=args.strategy, resize_mode=args.resize_mode, progress=progress)
     for note in c.graph.assumed_dims:
@@ -91,16 +97,49 @@ def _compile(args, out, progress) -> int:
                   f"{c.arch.data_type} (" + ", ".join(f"{k}: {v:,}" for k, v in sat.items())
                   + f"); {why}", file=sys.stderr)
     from .compile import write_all
+    precision = None
+    if calibration is not None:             # before writing: bad samples leave no files
+        progress("measuring precision on the calibration samples")
+        precision = precision_report(c, args.model, calibration)
     paths = write_all(Path(args.target_dir), files)
     if args.summary:
         print(compiler_summary(c), file=out)
     if args.layers_summary:
         print(layers_summary(c), file=out)
+    if precision:
+        print(precision, file=out)
     if c.plan.saturated_consts:
         print(f"warning: {c.plan.saturated_consts} constant value(s) saturated in "
               f"{c.arch.data_type} (see the summary, -s)", file=sys.stderr)
     print(artifacts_table(paths), file=out)
     return 0
+
+
+def precision_report(c, model, samples) -> str:
+    """The PRECISION table of ``c`` (compiled from ``model``) on ``samples``: the golden
+    emulator (through :class:`sim.driver.Driver`, which runs a batch as runs, on the
+    artifacts written to a scratch directory) against onnxruntime."""
+    import tempfile
+
+    from sim.driver import Driver
+
+    from .accuracy import accuracy_table, compare_outputs
+    from .golden import onnxruntime_outputs
+    from .summary import RULE
+    driver = Driver(c.arch, "emulator")
+    with tempfile.TemporaryDirectory(prefix="calibrate_") as scratch:
+        c.write(scratch)
+        driver.load_model(Path(scratch) / f"{c.name}.tmodel")
+        got = driver.run(samples)
+    names = [t.name for t in c.outputs]
+    ref = onnxruntime_outputs(model, samples, names)
+    dt = c.arch.dtype
+    rows = compare_outputs(got.outputs, ref, None if dt.is_float else dt.error, got.runs)
+    lines = [RULE, f"PRECISION on {got.runs} calibration sample(s): {dt.name} against float "
+             f"(onnxruntime)", RULE, accuracy_table(rows)]
+    if got.input_saturations:
+        lines.append(f"saturated inputs: {got.input_saturations} value(s)")
+    return "\n".join(lines + [RULE])
 
 
 def main(argv=None) -> int:

@@ -5,11 +5,12 @@
 
 Compiles the model (``compiler_lite``), runs it in float on onnxruntime, on the golden
 emulator and on the chosen hardware backend (through :class:`sim.driver.Driver`), and prints
-per output the largest difference from the float result (also in units of the data type's
-last place), whether the hardware agrees with the emulator bit for bit, the cycles and the
-MAC utilization. Exit status 0 when the hardware is bit-exact (and, with ``--tolerance``,
-every error is within it), 1 otherwise. Inputs default to seeded random values of each
-input's shape.
+per output how far the result is from float (the largest difference, also in units of the
+data type's last place; rms(error)/std(output); top-1 and top-5 agreement for logits, see
+:mod:`compiler_lite.accuracy`), whether the hardware agrees with the emulator bit for bit,
+the cycles and the MAC utilization. Exit status 0 when the hardware is bit-exact (and, with
+``--tolerance``, every error is within it), 1 otherwise. Inputs default to ``--samples``
+seeded random values of each input's shape.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from tcu_hw.progress import Progress
 
 from .backends import SIMULATED
 
-RULE = "-" * 78
+RULE = "-" * 104
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -52,6 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_target_dir(p, "keep the compiled artifacts here (default: a temporary directory)",
                    aliases=("--target",))
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    p.add_argument("--samples", type=_positive, default=1, metavar="N",
+                   help="random inputs: N samples, run one after another (default 1); the "
+                        "error figures and top-1/top-5 agreement are over all of them")
     p.add_argument("--latency", type=int, default=20, metavar="CYCLES",
                    help="DRAM read latency (default 20)")
     add_axi_width(p, "AXI data width of the verilator backend (default: 128, 64 or 32, the "
@@ -83,6 +87,16 @@ def _tolerance(text: str) -> float:
     return value
 
 
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+    return value
+
+
 def check(args: argparse.Namespace, out=None) -> int:
     from .backends import trace_format, waveform_window
     out = out or sys.stdout
@@ -92,6 +106,8 @@ def check(args: argparse.Namespace, out=None) -> int:
     if args.vcd and trace_format(args.vcd) == "fst" and args.backend != "verilator":
         raise ArtifactError(f"--vcd {args.vcd}: FST waveforms need --backend verilator; name "
                             f"a .vcd file")
+    if args.inputs and args.samples != 1:
+        raise ArtifactError("--samples draws random inputs: give it or -i/--inputs, not both")
     if window and not args.vcd:
         raise ArtifactError("--window and --around choose the cycles of a waveform: add --vcd")
     for path, flag in ((args.vcd, "--vcd"), (args.plot, "--plot")):
@@ -104,6 +120,7 @@ def check(args: argparse.Namespace, out=None) -> int:
 
 
 def _check(args: argparse.Namespace, out, window, say) -> int:
+    from compiler_lite.accuracy import accuracy_table, compare_outputs
     from compiler_lite.compile import compile_model
     from compiler_lite.frontend import parse_input_shapes
     from compiler_lite.golden import onnxruntime_outputs, read_inputs
@@ -127,7 +144,8 @@ def _check(args: argparse.Namespace, out, window, say) -> int:
             feeds = read_inputs(args.inputs)
         else:
             rng = np.random.default_rng(args.seed)
-            feeds = {t.name: rng.standard_normal(t.shape).astype(np.float32)
+            feeds = {t.name: rng.standard_normal((t.shape[0] * args.samples,
+                                                  *t.shape[1:])).astype(np.float32)
                      for t in c.inputs}
         names = [t.name for t in c.outputs]
         emu = Driver(c.arch, "emulator")
@@ -161,24 +179,18 @@ def _check(args: argparse.Namespace, out, window, say) -> int:
             shutil.rmtree(tmp, ignore_errors=True)
 
     dt = c.arch.dtype
-    lsb = None if dt.is_float else dt.error
     f = figures(c)
-    ok = True
+    rows = compare_outputs(golden.outputs, {k: ref[k] for k in names},
+                           None if dt.is_float else dt.error, golden.runs)
+    exact = {name: "n/a" if hw is None else
+             ("yes" if np.array_equal(hw.raw[name], golden.raw[name]) else "NO")
+             for name in names}
+    ok = "NO" not in exact.values()
+    if args.tolerance is not None:
+        ok &= all(r.max_abs <= args.tolerance for r in rows)
     lines = [RULE, f"CHECK {c.name}: {args.model} on {args.backend} "
-             f"({c.arch.array_size}x{c.arch.array_size} {dt.name})", RULE,
-             f"{'output':<24} {'shape':<16} {'max|err| vs float':>17} {'LSB':>7} "
-             f"{'max|float|':>10}  bit-exact"]
-    for name in names:
-        err = float(np.abs(golden.outputs[name] - ref[name]).max()) if ref[name].size else 0.0
-        exact = "n/a" if hw is None else \
-            ("yes" if np.array_equal(hw.raw[name], golden.raw[name]) else "NO")
-        ok &= exact != "NO"
-        if args.tolerance is not None and err > args.tolerance:
-            ok = False
-        label = name if len(name) <= 24 else "…" + name[-23:]
-        lines.append(f"{label:<24} {str(list(ref[name].shape)):<16} {err:>17.5f} "
-                     f"{(err / lsb if lsb else 0):>7.1f} {float(np.abs(ref[name]).max()):>10.3f}"
-                     f"  {exact}")
+             f"({c.arch.array_size}x{c.arch.array_size} {dt.name}), {golden.runs} "
+             f"sample(s)", RULE, accuracy_table(rows, {"bit-exact": exact})]
     lines.append(f"instructions: {len(c.program):,}; true MACs: {f['macs']:,}; "
                  f"compile {t_compile:.2f} s; emulator {t_emu:.2f} s")
     if hw is not None:

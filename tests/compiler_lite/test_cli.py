@@ -196,3 +196,37 @@ def test_a_dynamic_batch_set_to_one_is_said(tmp_path, capsys):
     assert main(["-a", "pynqz1", "-m", str(path), "-t", str(tmp_path / "p"),
                  "--input-shapes", "x [2,8]"]) == 0
     assert "note:" not in capsys.readouterr().err
+
+
+def test_calibration_samples_show_the_precision_of_the_data_type(tmp_path, capsys):
+    """--calibrate: the PRECISION table over every sample; a wider type is closer to float
+    (FP32BP16's rms/std below FP16BP8's on the same digits)."""
+    model = shared_path("models", DIGITS)
+    x = np.load(shared_path("models", "digits_test_x.npy"))[:40]
+    np.savez(tmp_path / "cal.npz", x=x)
+    figures = {}
+    for arch in ("pynqz1", str(tmp_path / "wide.tarch")):
+        if arch != "pynqz1":
+            from tcu_hw.arch import preset
+            doc = json.loads(preset("pynqz1").to_json())
+            doc["data_type"] = "FP32BP16"
+            (tmp_path / "wide.tarch").write_text(json.dumps(doc))
+        assert main(["-a", arch, "-m", str(model), "-t", str(tmp_path / "out"), "-q",
+                     "--calibrate", str(tmp_path / "cal.npz")]) == 0
+        out = capsys.readouterr().out
+        assert "PRECISION on 40 calibration sample(s)" in out
+        row = next(line for line in out.splitlines() if line.startswith("logits"))
+        assert row.split()[1:3] == ["[40,", "10]"]
+        figures[arch] = float(row.split()[5].rstrip("%"))
+        assert row.split()[6] == "100.0%"                   # top-1: every digit agrees
+    narrow, wide = figures.values()
+    assert 0 < wide < narrow < 2
+
+
+def test_calibration_samples_of_the_wrong_shape_are_refused(tmp_path, capsys):
+    model = shared_path("models", DIGITS)
+    np.savez(tmp_path / "cal.npz", x=np.zeros((3, 1, 8, 7), np.float32))
+    assert main(["-a", "pynqz1", "-m", str(model), "-t", str(tmp_path), "-q",
+                 "--calibrate", str(tmp_path / "cal.npz")]) == 2
+    assert "input 'x': shape [3, 1, 8, 7]" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == [tmp_path / "cal.npz"]           # no artifact written

@@ -115,3 +115,41 @@ def test_plot_of_the_digits_model(tmp_path, capsys):
     assert main(["-a", "pynqz1", "-m", str(shared_path("models", "digits_cnn_opset10.onnx")),
                  "--plot", str(tmp_path / "p.txt")]) == 2
     assert "give a .png, .svg or .pdf file" in capsys.readouterr().err
+
+
+def test_precision_columns_are_the_figures_over_every_sample(capsys, tmp_path):
+    """--samples draws N random inputs; the row's rms/std and top-1 are those of
+    compiler_lite.accuracy on the emulator's outputs against onnxruntime's, over all N."""
+    from compiler_lite.accuracy import output_accuracy
+    from compiler_lite.compile import compile_model
+    from compiler_lite.golden import onnxruntime_outputs
+    from sim.driver import Driver
+    model = str(shared_path("models", "digits_cnn_opset10.onnx"))
+    assert main(["-a", "pynqz1", "-m", model, "--backend", "emulator", "--samples", "6",
+                 "--seed", "3", "-q"]) == 0
+    out = capsys.readouterr().out
+    assert "6 sample(s)" in out and "rms/std" in out and "top-5" in out
+    row = next(line for line in out.splitlines() if line.startswith("logits"))
+    x = np.random.default_rng(3).standard_normal((6, 1, 8, 8)).astype(np.float32)
+    c = compile_model(model, "pynqz1")
+    c.write(tmp_path)
+    drv = Driver("pynqz1", "emulator")
+    drv.load_model(tmp_path / f"{c.name}.tmodel")
+    want = output_accuracy("logits", drv.run({"x": x}).outputs["logits"],
+                           onnxruntime_outputs(model, {"x": x}, ["logits"])["logits"],
+                           1 / 256)
+    assert row.split()[1:3] == ["[6,", "10]"]
+    assert row.split()[5:8] == [f"{100 * want.rms_rel:.3g}%", f"{100 * want.top1:.1f}%",
+                                f"{100 * want.top5:.1f}%"]
+    assert float(row.split()[3]) == pytest.approx(want.max_abs, abs=1e-5)
+
+
+def test_samples_needs_random_inputs(capsys, tmp_path):
+    model = str(shared_path("models", "digits_cnn_opset10.onnx"))
+    np.savez(tmp_path / "in.npz", x=np.zeros((1, 1, 8, 8), np.float32))
+    assert main(["-a", "pynqz1", "-m", model, "-i", str(tmp_path / "in.npz"),
+                 "--samples", "2"]) == 2
+    assert "--samples draws random inputs" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["-a", "pynqz1", "-m", model, "--samples", "0"])
+    assert "expected a whole number >= 1, got '0'" in capsys.readouterr().err

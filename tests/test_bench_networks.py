@@ -1,0 +1,73 @@
+"""bench/networks.py builds the networks users bring (valid ONNX, batch norms calibrated so
+activations keep their scale), each compiles and runs exactly in FLOAT32 at a reduced size;
+bench/precision.py prints its table for a small one."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+from compiler_lite.golden import onnxruntime_outputs
+
+from .compiler_lite.helpers import compile_and_run, float_arch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.append(str(ROOT / "bench"))
+import networks  # noqa: E402  (bench/ is a folder of scripts)
+import precision  # noqa: E402
+
+SMALL = [("resnet20v2", 16), ("yolov4_tiny", 64), ("mobilenetv2", 32),
+         pytest.param("resnet50v2", 32, marks=pytest.mark.slow)]
+
+
+@pytest.mark.parametrize("name,size", SMALL)
+def test_network_compiles_and_runs_exactly_in_float(name, size):
+    model = networks.build(name, size)
+    onnx.checker.check_model(model)
+    x = np.random.default_rng(7).standard_normal((1, 3, size, size)).astype(np.float32)
+    ref = onnxruntime_outputs(model, {"x": x})
+    for out in ref.values():                     # calibrated: the outputs keep their scale
+        assert 0.1 < out.std() < 10
+    _, run = compile_and_run(model, float_arch("ultra96v2", dram1_depth=1 << 22), {"x": x})
+    for k, want in ref.items():
+        err = np.abs(run.outputs[k] - want).max()
+        assert err <= 1e-3 * max(1.0, np.abs(want).max()), (k, err)
+
+
+def test_batch_norm_statistics_are_those_of_their_inputs():
+    net, model = networks.resnet20v2(16)
+    networks.calibrate_bn(net, model, samples=2)
+    source, name, c = net.bns[3]
+    inits = {i.name: onnx.numpy_helper.to_array(i) for i in model.graph.initializer}
+    x = np.random.default_rng(1).standard_normal((2, 3, 16, 16)).astype(np.float32)
+    a = onnxruntime_outputs(model, {"x": x}, [source])[source]
+    assert np.allclose(inits[f"{name}.mean"], a.mean(axis=(0, 2, 3)), rtol=1e-4, atol=1e-5)
+    assert np.allclose(inits[f"{name}.var"], a.var(axis=(0, 2, 3)) + 1e-3, rtol=1e-4)
+
+
+def test_yolo_matches_the_published_network():
+    """YOLOv4-tiny at 192: Tensil's benchmark counts 670.35 M MACs; two heads of 255 channels
+    at 6×6 and 12×12."""
+    _, model = networks.yolov4_tiny(192)
+    heads = [[d.dim_value for d in o.type.tensor_type.shape.dim] for o in model.graph.output]
+    assert heads == [[1, 255, 6, 6], [1, 255, 12, 12]]
+    convs = [n for n in model.graph.node if n.op_type == "Conv"]
+    assert len(convs) == 21
+
+
+def test_precision_table_for_a_small_network(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert precision.main(["--models", "resnet20v2", "--size", "16", "--samples", "2",
+                           "--calibration", "2", "--types", "FP16BP8,FP32BP16"]) == 0
+    out = capsys.readouterr().out
+    rows = {line.split()[0] + (" " + line.split()[1] if line.startswith("  ort") else ""):
+            line for line in out.splitlines() if line.startswith("  ")}
+    assert set(rows) >= {"ort INT8", "ort INT16", "FP16BP8", "FP32BP16", "INT8", "INT16"}
+    rel = {k: float(v.split()[2 if k.startswith("ort") else 1].rstrip("%"))
+           for k, v in rows.items() if k not in ("type", "INT8", "INT16")}
+    assert rel["FP32BP16"] < rel["FP16BP8"] and rel["ort INT16"] < rel["ort INT8"]
+    assert (tmp_path / "tcu_hw" / "networks" / "resnet20v2_16_seed0.onnx").is_file()
