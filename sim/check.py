@@ -120,7 +120,6 @@ def check(args: argparse.Namespace, out=None) -> int:
 
 
 def _check(args: argparse.Namespace, out, window, say) -> int:
-    from compiler_lite.accuracy import accuracy_table, compare_outputs
     from compiler_lite.compile import compile_model
     from compiler_lite.frontend import parse_input_shapes
     from compiler_lite.golden import onnxruntime_outputs, read_inputs
@@ -178,19 +177,8 @@ def _check(args: argparse.Namespace, out, window, say) -> int:
             import shutil
             shutil.rmtree(tmp, ignore_errors=True)
 
-    dt = c.arch.dtype
     f = figures(c)
-    rows = compare_outputs(golden.outputs, {k: ref[k] for k in names},
-                           None if dt.is_float else dt.error, golden.runs)
-    exact = {name: "n/a" if hw is None else
-             ("yes" if np.array_equal(hw.raw[name], golden.raw[name]) else "NO")
-             for name in names}
-    ok = "NO" not in exact.values()
-    if args.tolerance is not None:
-        ok &= all(r.max_abs <= args.tolerance for r in rows)
-    lines = [RULE, f"CHECK {c.name}: {args.model} on {args.backend} "
-             f"({c.arch.array_size}x{c.arch.array_size} {dt.name}), {golden.runs} "
-             f"sample(s)", RULE, accuracy_table(rows, {"bit-exact": exact})]
+    ok, lines = _verdict(args, c, golden, {k: ref[k] for k in names}, hw)
     lines.append(f"instructions: {len(c.program):,}; true MACs: {f['macs']:,}; "
                  f"compile {t_compile:.2f} s; emulator {t_emu:.2f} s")
     if hw is not None:
@@ -214,6 +202,24 @@ def _check(args: argparse.Namespace, out, window, say) -> int:
     lines += [f"RESULT: {'PASS' if ok else 'FAIL'}", RULE]
     print("\n".join(lines), file=out)
     return 0 if ok else 1
+
+
+def _verdict(args, c, golden, ref, hw) -> tuple[bool, list[str]]:
+    """(pass?, the header and the per-output table): precision against float, and whether
+    the hardware matched the emulator bit for bit."""
+    from compiler_lite.accuracy import accuracy_table, compare_outputs
+    dt = c.arch.dtype
+    rows = compare_outputs(golden.outputs, ref, None if dt.is_float else dt.error,
+                           golden.runs)
+    exact = {name: "n/a" if hw is None else
+             ("yes" if np.array_equal(hw.raw[name], golden.raw[name]) else "NO")
+             for name in ref}
+    ok = "NO" not in exact.values()
+    if args.tolerance is not None:
+        ok &= all(r.max_abs <= args.tolerance for r in rows)
+    return ok, [RULE, f"CHECK {c.name}: {args.model} on {args.backend} "
+                f"({c.arch.array_size}x{c.arch.array_size} {dt.name}), {golden.runs} "
+                f"sample(s)", RULE, accuracy_table(rows, {"bit-exact": exact})]
 
 
 def main(argv=None) -> int:

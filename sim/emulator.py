@@ -66,17 +66,19 @@ class Stats:
     - ``moves``: vectors moved per memory pair (``dram0->local``, ``local->array``,
       ``array->acc``, ``acc->simd``, ``simd->acc``, ...);
     - ``saturations``: clipped results per place (``matmul`` = processing elements,
-      ``accumulate`` = accumulator adds, ``simd``, ``simd_accumulate``);
+      ``accumulate`` = accumulator adds, ``simd``, ``simd_accumulate``; with an integer data
+      type also ``acc_to_local``: accumulator values narrowed to the data type);
     - ``macs``: multiply-accumulates issued (n² per MatMul vector that reads local memory);
     - ``errors``: error conditions.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, integer: bool = False) -> None:
         self.count_by_kind: Counter = Counter()
         self.vectors_by_kind: Counter = Counter()
         self.moves: Counter = Counter()
-        self.sat = {k: numeric.Saturations() for k in
-                    ("matmul", "accumulate", "simd", "simd_accumulate")}
+        places = ("matmul", "accumulate", "simd", "simd_accumulate") + \
+            (("acc_to_local",) if integer else ())
+        self.sat = {k: numeric.Saturations() for k in places}
         self.macs = 0
         self.errors = 0
 
@@ -122,6 +124,7 @@ class Emulator:
         self.arch = arch
         self.layout = arch.layout
         self.dt = arch.dtype
+        self.at = self.dt.accumulator         # accumulators and SIMD registers (INT32, INT48)
         self.n = arch.array_size
         self.strict = strict
         self._dispatch = {NoOp: self._noop, MatMul: self._matmul, DataMove: self._data_move,
@@ -152,7 +155,7 @@ class Emulator:
         self.error = False
         self.events: list[Event] = []
         self.tracepoint_hits: list[int] = []
-        self.stats = Stats()
+        self.stats = Stats(self.dt.is_integer)
 
     @property
     def bias(self) -> np.ndarray:
@@ -286,9 +289,19 @@ class Emulator:
         for idx, part in self._chunks(index, period, len(values)):
             v = values[part]
             if accumulate:
-                array[idx] = numeric.add(array[idx], v, self.dt, sat)
+                array[idx] = numeric.add(array[idx], v, self.at, sat)
             else:
                 array[idx] = v
+
+    def _shift_in(self, span, values) -> None:
+        """local → accumulators, shift in (0xE, integer types): ``acc = acc * 2**W +
+        (local mod 2**W)``, wrapped to the accumulator width; repeated addresses in order."""
+        w, aw = self.dt.width, self.at.width
+        index, period = span
+        for idx, part in self._chunks(index, period, len(values)):
+            v = (self.acc[idx] << w) + (values[part] & ((1 << w) - 1))
+            v &= (1 << aw) - 1
+            self.acc[idx] = v - ((v >> (aw - 1)) << aw)
 
     @staticmethod
     def _dram_index(span, count) -> np.ndarray:
@@ -337,10 +350,11 @@ class Emulator:
     def _data_move(self, ins: DataMove) -> None:
         kind = ins.known_kind
         stats = self.stats
-        if kind is None:
+        if kind is None or kind not in self.layout.data_move_kinds:
             stats.count_by_kind[f"DataMove.kind{int(ins.kind)}"] += 1
             self._fail(f"DataMove kind {int(ins.kind):#x} is reserved (allowed: "
-                       + ", ".join(f"{k.value:#x} {k.label}" for k in DataMoveKind) + ")")
+                       + ", ".join(f"{k.value:#x} {k.label}" for k in self.layout.data_move_kinds)
+                       + ")")
             return
         key = "DataMove." + kind.label
         stats.count_by_kind[key] += 1
@@ -355,6 +369,8 @@ class Emulator:
         if kind.to_local:
             if other == "acc":
                 values = self.acc[other_span[0]]
+                if self.dt.is_integer:          # accumulator values narrow to the data type
+                    values = numeric.saturate(values, self.dt, stats.sat["acc_to_local"])
             else:
                 mem = self.dram0 if other == "dram0" else self.dram1
                 values = mem.read(self._dram_index(other_span, count))
@@ -362,7 +378,9 @@ class Emulator:
             stats.moves[f"{other}->local"] += count
         else:
             values = self.local[local_span[0]]
-            if other == "acc":
+            if kind == DataMoveKind.LOCAL_TO_ACC_SHIFT:
+                self._shift_in(other_span, values)
+            elif other == "acc":
                 acc = kind == DataMoveKind.LOCAL_TO_ACC_ACCUMULATE
                 self._store(self.acc, other_span, values, acc, stats.sat["accumulate"])
             else:
@@ -408,9 +426,11 @@ class Emulator:
                 stats.vectors_by_kind[key] += 1
                 self._advance()
             return
-        if int(ins.op) >= arch.layout.simd_op_count:      # 17 with LUTs, else 16
+        if int(ins.op) not in arch.layout.simd_ops:
             self._fail(f"SIMD op {int(ins.op)} is not defined"
-                       + (" (Lookup needs lut_count >= 1)" if op == SimdOp.LOOKUP else ""))
+                       + (" (Lookup needs lut_count >= 1)" if op == SimdOp.LOOKUP else "")
+                       + (" (Requantize needs an integer data type)"
+                          if op == SimdOp.REQUANTIZE else ""))
             return
         depth = arch.simd_registers_depth
         for what, r in (("left source", ins.left), ("right source", ins.right),
@@ -421,6 +441,11 @@ class Emulator:
         if op == SimdOp.LOOKUP and ins.dest + arch.lut_count > depth:
             self._fail(f"SIMD Lookup into R{ins.dest} needs registers up to "
                        f"R{ins.dest + arch.lut_count} (simd_registers_depth = {depth})")
+            return
+        if op == SimdOp.REQUANTIZE and not 1 <= ins.right < depth:
+            self._fail(f"SIMD Requantize reads its parameters from R{ins.right} and its bias "
+                       f"from R{ins.right + 1}: it needs 1 <= right < {depth} "
+                       f"(simd_registers_depth = {depth})")
             return
         bits, adepth = self._bits["acc"], self.arch.accumulator_depth
         rd = ins.read_address & ((1 << bits) - 1)
@@ -434,26 +459,33 @@ class Emulator:
             stats.moves["acc->simd"] += 1
         else:
             inp = np.zeros(self.n, self.dt.numpy_dtype)
-        regs = self.registers
-        left = inp if ins.left == 0 else regs[ins.left]
-        if op == SimdOp.LOOKUP:
-            out, values = alu.lookup(left, self.luts, self.dt, stats.sat["simd"])
-            if ins.dest:
-                regs[ins.dest] = out
-            regs[ins.dest + 1:ins.dest + 1 + arch.lut_count] = values
-        else:
-            right = inp if ins.right == 0 else regs[ins.right]
-            out = alu.simd_result(op, left, right, self.dt, stats.sat["simd"])
-            if ins.dest:
-                regs[ins.dest] = out
+        out = self._simd_value(op, ins, inp)
         if ins.write:
             if ins.accumulate:
-                self.acc[wr] = numeric.add(self.acc[wr], out, self.dt, stats.sat["simd_accumulate"])
+                self.acc[wr] = numeric.add(self.acc[wr], out, self.at,
+                                           stats.sat["simd_accumulate"])
             else:
                 self.acc[wr] = out
             stats.moves["simd->acc"] += 1
         stats.vectors_by_kind[key] += 1
         self._advance()
+
+    def _simd_value(self, op: SimdOp, ins: SIMD, inp: np.ndarray) -> np.ndarray:
+        """The op's output for input ``inp``; sets the destination register (and, for
+        Lookup, the registers after it)."""
+        regs, sat = self.registers, self.stats.sat["simd"]
+        left = inp if ins.left == 0 else regs[ins.left]
+        if op == SimdOp.REQUANTIZE:
+            out = numeric.requantize(left, regs[ins.right], regs[ins.right + 1], self.dt, sat)
+        elif op == SimdOp.LOOKUP:
+            out, values = alu.lookup(left, self.luts, self.at, sat)
+            regs[ins.dest + 1:ins.dest + 1 + self.arch.lut_count] = values
+        else:
+            right = inp if ins.right == 0 else regs[ins.right]
+            out = alu.simd_result(op, left, right, self.at, sat)
+        if ins.dest:
+            regs[ins.dest] = out
+        return out
 
     def _load_lut(self, ins: LoadLUT) -> None:
         stats = self.stats

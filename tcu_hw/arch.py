@@ -189,11 +189,18 @@ class Architecture:
         return self.array_size * self.dtype.bytes_per_scalar
 
     def require_hardware(self, source: str = "architecture") -> None:
-        """Refuse what only the compiler and emulator support (FLOAT32)."""
+        """Refuse what only the emulator (and the compiler) support: FLOAT32, and for now
+        the integer types (docs/integer.md), whose hardware is not built yet."""
+        built = ", ".join(n for n, t in numeric.DATA_TYPES.items()
+                          if not (t.is_float or t.is_integer))
         if self.dtype.is_float:
             raise ArchitectureError(
                 f"{source}: data_type FLOAT32 is for the compiler and emulator only; hardware "
-                f"needs one of {', '.join(n for n, t in numeric.DATA_TYPES.items() if not t.is_float)}")
+                f"needs one of {built}")
+        if self.dtype.is_integer:
+            raise ArchitectureError(
+                f"{source}: data_type {self.data_type} runs on the golden emulator "
+                f"(docs/integer.md); its hardware is not built yet: choose one of {built}")
 
 
 def load_arch(path) -> Architecture:

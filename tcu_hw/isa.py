@@ -60,7 +60,15 @@ class DataMoveKind(enum.IntEnum):
     LOCAL_TO_DRAM1 = 0x3
     ACC_TO_LOCAL = 0xC
     LOCAL_TO_ACC = 0xD
+    LOCAL_TO_ACC_SHIFT = 0xE        # integer data types only (docs/integer.md)
     LOCAL_TO_ACC_ACCUMULATE = 0xF
+
+    @staticmethod
+    def defined(integer: bool) -> tuple["DataMoveKind", ...]:
+        """The kinds an architecture defines: every one but ``LOCAL_TO_ACC_SHIFT`` (0xE),
+        which only integer data types have (elsewhere it is reserved, as in Tensil)."""
+        return tuple(k for k in DataMoveKind
+                     if integer or k != DataMoveKind.LOCAL_TO_ACC_SHIFT)
 
     @property
     def label(self) -> str:
@@ -79,7 +87,8 @@ class DataMoveKind(enum.IntEnum):
 
 
 class SimdOp(enum.IntEnum):
-    """SIMD ALU ops (TCU.md §4.5); LOOKUP (16) only exists when ``lut_count > 0``."""
+    """SIMD ALU ops (TCU.md §4.5); LOOKUP (16) only exists when ``lut_count > 0``,
+    REQUANTIZE (17) only for integer data types (docs/integer.md)."""
 
     NOOP = 0
     ZERO = 1
@@ -98,6 +107,7 @@ class SimdOp(enum.IntEnum):
     MIN = 14
     MAX = 15
     LOOKUP = 16
+    REQUANTIZE = 17
 
     @property
     def label(self) -> str:
@@ -110,9 +120,10 @@ class SimdOp(enum.IntEnum):
         return int(SimdOp.LOOKUP) + 1 if lut_count > 0 else int(SimdOp.LOOKUP)
 
 
-def simd_op_bits(lut_count: int) -> int:
-    """Width of the SIMD op field: 5 bits with lookup tables (op 16 = Lookup), else 4."""
-    return 5 if lut_count > 0 else 4
+def simd_op_bits(lut_count: int, integer: bool = False) -> int:
+    """Width of the SIMD op field: 5 bits with lookup tables (op 16 = Lookup) or an integer
+    data type (op 17 = Requantize), else 4."""
+    return 5 if lut_count > 0 or integer else 4
 
 
 def simd_selector_bits(registers: int) -> int:
@@ -136,17 +147,17 @@ _SIMD_LABELS = {
     SimdOp.DECREMENT: "Decrement", SimdOp.ADD: "Add", SimdOp.SUBTRACT: "Subtract",
     SimdOp.MULTIPLY: "Multiply", SimdOp.ABS: "Abs", SimdOp.GREATER_THAN: "GreaterThan",
     SimdOp.GREATER_THAN_EQUAL: "GreaterThanEqual", SimdOp.MIN: "Min", SimdOp.MAX: "Max",
-    SimdOp.LOOKUP: "Lookup",
+    SimdOp.LOOKUP: "Lookup", SimdOp.REQUANTIZE: "Requantize",
 }
 
 #: SIMD ops whose result uses the left / right source.
 SIMD_USES_LEFT = frozenset({SimdOp.MOVE, SimdOp.NOT, SimdOp.AND, SimdOp.OR, SimdOp.INCREMENT,
                             SimdOp.DECREMENT, SimdOp.ADD, SimdOp.SUBTRACT, SimdOp.MULTIPLY,
                             SimdOp.ABS, SimdOp.GREATER_THAN, SimdOp.GREATER_THAN_EQUAL,
-                            SimdOp.MIN, SimdOp.MAX, SimdOp.LOOKUP})
+                            SimdOp.MIN, SimdOp.MAX, SimdOp.LOOKUP, SimdOp.REQUANTIZE})
 SIMD_USES_RIGHT = frozenset({SimdOp.AND, SimdOp.OR, SimdOp.ADD, SimdOp.SUBTRACT,
                              SimdOp.MULTIPLY, SimdOp.GREATER_THAN, SimdOp.GREATER_THAN_EQUAL,
-                             SimdOp.MIN, SimdOp.MAX})
+                             SimdOp.MIN, SimdOp.MAX, SimdOp.REQUANTIZE})
 
 
 class _FlagBits(enum.IntFlag):
@@ -317,23 +328,26 @@ class Layout:
     lut_count: int = 0
     lut_depth: int = 0
     array_size: int = 1
+    integer: bool = False            # an integer data type: Requantize, local→acc shift-in
 
     @classmethod
     def from_depths(cls, *, local_depth, accumulator_depth, dram0_depth, dram1_depth,
                     stride0_depth, stride1_depth, simd_registers_depth, lut_count=0,
-                    lut_depth=0, array_size=1, **_ignored) -> "Layout":
-        """A layout from depths (extra keys such as ``data_type`` are ignored, so a `.tarch`
-        dict can be passed with ``**``)."""
+                    lut_depth=0, array_size=1, data_type=None, **_ignored) -> "Layout":
+        """A layout from depths (other keys are ignored, so a `.tarch` dict can be passed
+        with ``**``; its ``data_type`` says whether the type is an integer one)."""
+        from .numeric import DATA_TYPES
+        integer = data_type in DATA_TYPES and DATA_TYPES[data_type].is_integer
         return cls(int(local_depth), int(accumulator_depth), int(dram0_depth), int(dram1_depth),
                    int(stride0_depth), int(stride1_depth), int(simd_registers_depth),
-                   int(lut_count), int(lut_depth), int(array_size))
+                   int(lut_count), int(lut_depth), int(array_size), integer)
 
     @classmethod
     def of(cls, arch) -> "Layout":
         """The layout of an :class:`~tcu_hw.arch.Architecture`."""
         return cls(arch.local_depth, arch.accumulator_depth, arch.dram0_depth, arch.dram1_depth,
                    arch.stride0_depth, arch.stride1_depth, arch.simd_registers_depth,
-                   arch.lut_count, arch.lut_depth, arch.array_size)
+                   arch.lut_count, arch.lut_depth, arch.array_size, arch.dtype.is_integer)
 
     # memory address widths
     @functools.cached_property
@@ -367,12 +381,25 @@ class Layout:
 
     @functools.cached_property
     def simd_op_bits(self) -> int:
-        return simd_op_bits(self.lut_count)
+        return simd_op_bits(self.lut_count, self.integer)
 
     @functools.cached_property
     def simd_op_count(self) -> int:
-        """SIMD ops 0 .. simd_op_count - 1 are defined (:meth:`SimdOp.defined_count`)."""
+        """SIMD ops 0 .. simd_op_count - 1 are defined (:meth:`SimdOp.defined_count`), for a
+        type that is not an integer one (those also define Requantize: :attr:`simd_ops`)."""
         return SimdOp.defined_count(self.lut_count)
+
+    @functools.cached_property
+    def simd_ops(self) -> frozenset:
+        """The SIMD op codes this architecture defines: 0..15, Lookup (16) with lookup
+        tables, Requantize (17) with an integer data type."""
+        extra = {int(SimdOp.REQUANTIZE)} if self.integer else set()
+        return frozenset(range(self.simd_op_count)) | extra
+
+    @functools.cached_property
+    def data_move_kinds(self) -> tuple:
+        """The DataMove kinds this architecture defines (:meth:`DataMoveKind.defined`)."""
+        return DataMoveKind.defined(self.integer)
 
     @functools.cached_property
     def lut_vectors(self) -> int:

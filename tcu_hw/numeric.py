@@ -17,6 +17,11 @@ The primitive, on raw W-bit integers::
 ``add(a, b) = MAC(a, one, b)``, ``sub(a, b) = MAC(a, one, -b)`` and ``mul(a, b) = MAC(a, b, 0)``.
 Every processing element of the systolic array applies MAC, so a MatMul is a chain of n MACs
 per output (:func:`matmul`), not a wide sum rounded once.
+
+Integer types (``INT8``, ``INT16``; docs/integer.md) have binary point 0, so MAC is exact, and
+a wider :attr:`DataType.accumulator` type (``INT32``, ``INT48``) for the accumulators, the SIMD
+registers and the array's column sums: a MatMul's sum is exact, and :func:`requantize` brings
+it back to the narrow type with a per-lane multiplier, shift and zero point.
 """
 
 from __future__ import annotations
@@ -26,8 +31,10 @@ from dataclasses import dataclass
 import numpy as np
 
 __all__ = [
-    "DataType", "FP8BP4", "FP16BP8", "FP18BP10", "FP32BP16", "FLOAT32", "DATA_TYPES",
-    "data_type", "Saturations", "saturate", "mac", "add", "sub", "mul", "matmul",
+    "DataType", "FP8BP4", "FP16BP8", "FP18BP10", "FP32BP16", "FLOAT32", "INT8", "INT16",
+    "INT32", "INT48", "DATA_TYPES", "data_type", "RequantizeFields", "requantize_fields",
+    "pack_requantize", "unpack_requantize", "requantize", "requantize_parameters", "quantize",
+    "dequantize", "Saturations", "saturate", "mac", "add", "sub", "mul", "matmul",
     "matmul_reference", "to_fixed", "nonfinite", "to_float", "encode_scalars", "decode_scalars",
     "encode_vectors", "decode_vectors",
 ]
@@ -38,6 +45,8 @@ class DataType:
     """One TCU data type: ``width`` bits, ``binary_point`` fraction bits, file bytes per scalar.
 
     ``FLOAT32`` has ``is_float`` set; it exists for the compiler and the emulator only.
+    Integer types (``is_integer``) name the wider type of their accumulators
+    (``accumulator_width`` bits, :attr:`accumulator`); every other type accumulates in itself.
     """
 
     name: str
@@ -45,6 +54,16 @@ class DataType:
     binary_point: int
     bytes_per_scalar: int
     is_float: bool = False
+    is_integer: bool = False
+    accumulator_width: int = 0
+
+    @property
+    def accumulator(self) -> "DataType":
+        """The type of the accumulators, the SIMD registers and the array's column sums:
+        ``INT32`` for INT8, ``INT48`` for INT16, the type itself for the others."""
+        if not self.accumulator_width:
+            return self
+        return ACCUMULATOR_TYPES[self.accumulator_width]
 
     @property
     def one(self):
@@ -78,9 +97,15 @@ FP16BP8 = DataType("FP16BP8", 16, 8, 2)
 FP18BP10 = DataType("FP18BP10", 18, 10, 4)
 FP32BP16 = DataType("FP32BP16", 32, 16, 4)
 FLOAT32 = DataType("FLOAT32", 32, 0, 4, is_float=True)
+INT8 = DataType("INT8", 8, 0, 1, is_integer=True, accumulator_width=32)
+INT16 = DataType("INT16", 16, 0, 2, is_integer=True, accumulator_width=48)
+#: accumulator types of the integer types (never an architecture's data type)
+INT32 = DataType("INT32", 32, 0, 4, is_integer=True)
+INT48 = DataType("INT48", 48, 0, 6, is_integer=True)
+ACCUMULATOR_TYPES = {32: INT32, 48: INT48}
 
-#: All data types by name, hardware types first.
-DATA_TYPES = {dt.name: dt for dt in (FP8BP4, FP16BP8, FP18BP10, FP32BP16, FLOAT32)}
+#: All data types of architectures by name, hardware types first.
+DATA_TYPES = {dt.name: dt for dt in (FP8BP4, FP16BP8, FP18BP10, FP32BP16, FLOAT32, INT8, INT16)}
 
 
 def data_type(name) -> DataType:
@@ -123,7 +148,9 @@ def saturate(q, dt: DataType, sat: Saturations | None = None) -> np.ndarray:
 
 
 def _round_shift(m: np.ndarray, bp: int) -> np.ndarray:
-    """``m >> bp`` rounded to nearest, ties to even (m is an int64 array)."""
+    """``m >> bp`` rounded to nearest, ties to even (m is an int64 array; bp 0: m itself)."""
+    if bp == 0:
+        return m
     half = 1 << (bp - 1)
     q = m >> bp
     rem = m & ((1 << bp) - 1)
@@ -162,14 +189,16 @@ def matmul_reference(x, rows, bias, dt: DataType, sat: Saturations | None = None
 
     ``x``: (m, n) raw inputs; ``rows``: (n, n) where ``rows[j]`` is the weight row of input j
     (lane i feeds output i); ``bias``: (n,). Output i of vector v is
-    ``MAC(x[v, n-1], rows[n-1, i], ... MAC(x[v, 0], rows[0, i], bias[i]))``. This is the plain
-    sequential definition; :func:`matmul` computes the same values faster.
+    ``MAC(x[v, n-1], rows[n-1, i], ... MAC(x[v, 0], rows[0, i], bias[i]))``, each MAC in the
+    accumulator type (for an integer type: exact, in INT32 or INT48; the others: ``dt``). This
+    is the plain sequential definition; :func:`matmul` computes the same values faster.
     """
     x = _raw(x, dt)
     rows = _raw(rows, dt)
+    at = dt.accumulator
     acc = np.broadcast_to(_raw(bias, dt), (x.shape[0], rows.shape[1])).copy()
     for j in range(rows.shape[0]):
-        acc = mac(x[:, j, None], rows[j][None, :], acc, dt, sat)
+        acc = mac(x[:, j, None], rows[j][None, :], acc, at, sat)
     return acc
 
 
@@ -191,6 +220,10 @@ def matmul(x, rows, bias, dt: DataType, sat: Saturations | None = None,
     x = _raw(x, dt)
     rows = _raw(rows, dt)
     bias = _raw(bias, dt)
+    if dt.is_integer:
+        # exact products and sums; n <= 256 products of W-bit operands never reach the
+        # accumulator type's range, so saturating once equals saturating at every step
+        return saturate(bias + np.einsum("vj,ji->vi", x, rows), dt.accumulator, sat)
     bp = dt.binary_point
     n_in = rows.shape[0]
     # |acc| never exceeds max|bias| + sum_j (|x_j| * |w_ji| >> bp) + n_in <= max|bias| +
@@ -222,6 +255,128 @@ def matmul(x, rows, bias, dt: DataType, sat: Saturations | None = None,
     base = np.where(prev >= 0, prev & 1, bias & 1)             # parity after the last tie
     inc = tie & ((parity ^ base) == 1)
     return bias + s[:, -1, :] + inc.sum(axis=1)
+
+
+# ------------------------------------------------------------------------------------------
+# Integer types: requantization (docs/integer.md)
+
+#: bits of the requantization shift field
+SHIFT_BITS = 6
+
+
+@dataclass(frozen=True)
+class RequantizeFields:
+    """Where the fields of a Requantize parameter sit in an accumulator-type register lane
+    (LSB first): the unsigned multiplier ``M`` (W + 8 bits), the shift ``s`` (6 bits: 0..63),
+    the signed zero point ``zp`` (W bits): 30 bits of INT32 for INT8, 46 of INT48 for INT16."""
+
+    multiplier_bits: int
+    shift_lo: int
+    zero_point_lo: int
+    zero_point_bits: int
+
+
+def requantize_fields(dt: DataType) -> RequantizeFields:
+    """The parameter layout of integer type ``dt`` (ValueError for other types)."""
+    if not dt.is_integer or not dt.accumulator_width:
+        raise ValueError(f"{dt.name} has no requantization: it is not an integer data type "
+                         f"with a wider accumulator (INT8, INT16)")
+    m = dt.width + 8
+    return RequantizeFields(m, m, m + SHIFT_BITS, dt.width)
+
+
+def pack_requantize(multiplier, shift, zero_point, dt: DataType) -> np.ndarray:
+    """Requantize parameters (per lane, broadcasting) → raw accumulator-type register
+    values. Each field must fit (ValueError naming the field and its range)."""
+    f = requantize_fields(dt)
+    m, s, z = (np.asarray(v, dtype=np.int64) for v in (multiplier, shift, zero_point))
+    for name, v, lo, hi in (("multiplier", m, 0, (1 << f.multiplier_bits) - 1),
+                            ("shift", s, 0, (1 << SHIFT_BITS) - 1),
+                            ("zero point", z, dt.min_raw, dt.max_raw)):
+        if v.size and (v.min() < lo or v.max() > hi):
+            raise ValueError(f"requantize {name} out of range for {dt.name}: {lo}..{hi}")
+    return (z << f.zero_point_lo) + (s << f.shift_lo) + m
+
+
+def unpack_requantize(params, dt: DataType) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Raw register values → (multiplier, shift, zero point), the hardware's bit slices."""
+    f = requantize_fields(dt)
+    p = np.asarray(params, dtype=np.int64)
+    m = p & ((1 << f.multiplier_bits) - 1)
+    s = (p >> f.shift_lo) & ((1 << SHIFT_BITS) - 1)
+    z = (p >> f.zero_point_lo) & ((1 << f.zero_point_bits) - 1)
+    z = z - ((z >> (f.zero_point_bits - 1)) << f.zero_point_bits)
+    return m, s, z
+
+
+def _round_shift_lanes(p: np.ndarray, s: np.ndarray) -> np.ndarray:
+    """``p / 2**s`` rounded to nearest, ties to even, per element (``s`` >= 0 per element;
+    ``p`` int64 or Python integers in an object array)."""
+    q = p >> s
+    rem = p - (q << s)
+    half = np.where(s > 0, 1 << np.maximum(s - 1, 0), 0)
+    up = (s > 0) & ((rem > half) | ((rem == half) & ((q & 1) == 1)))
+    return q + up.astype(np.int64)
+
+
+def requantize(left, params, bias, dt: DataType, sat: Saturations | None = None
+               ) -> np.ndarray:
+    """The SIMD Requantize op of integer type ``dt``, lane-wise on accumulator-type raw values:
+
+        out = saturate_acc(zp + round_half_even((left + bias) * M / 2**s))
+
+    with (M, s, zp) unpacked from ``params`` (:func:`unpack_requantize`). The sum and the
+    product are exact (up to 73 bits for INT16, computed with Python integers where they
+    may not fit int64); the result saturates to the accumulator type, and a move to local
+    memory saturates it to ``dt``."""
+    at = dt.accumulator
+    m, s, z = unpack_requantize(params, dt)
+    y = _raw(left, at) + _raw(bias, at)
+    if at.width + 1 + requantize_fields(dt).multiplier_bits > 62:
+        y, m, s = (np.asarray(v).astype(object) for v in (y, m, s))
+    r = _round_shift_lanes(y * m, s) + z
+    if r.dtype == object:       # out of range stays out of range: saturate() counts it
+        r = np.array(np.clip(r, at.min_raw - 1, at.max_raw + 1), dtype=np.int64)
+    return saturate(r, at, sat)
+
+
+def requantize_parameters(scale, dt: DataType) -> tuple[np.ndarray, np.ndarray]:
+    """``(M, s)`` per element for float scales ``S > 0`` (as float32, as onnxruntime keeps
+    them): ``s`` the largest shift in 0..63 with ``round(S * 2**s) < 2**(W + 8)`` and
+    ``M = round_half_even(S * 2**s)`` (exact: a float32 times a power of two is exact in
+    float64). ValueError for a scale that is not positive and finite, or ``>= 2**(W + 8)``."""
+    bits = requantize_fields(dt).multiplier_bits
+    S = np.asarray(scale, dtype=np.float32).astype(np.float64)
+    if not np.isfinite(S).all() or (S <= 0).any() or (S >= 2.0 ** bits).any():
+        raise ValueError(f"requantize scales must be finite, > 0 and < 2**{bits} for "
+                         f"{dt.name}")
+    _, e = np.frexp(S)                                   # S = f * 2**e, f in [0.5, 1)
+    s = np.minimum(bits - e, 63)
+    m = np.rint(np.ldexp(S, s))
+    over = m >= 2.0 ** bits                              # f rounded up to 1
+    s = np.where(over, s - 1, s)
+    m = np.where(over, np.rint(np.ldexp(S, s)), m)
+    return m.astype(np.int64), s.astype(np.int64)
+
+
+def quantize(values, scale, zero_point, dt: DataType) -> tuple[np.ndarray, int]:
+    """Float → raw integer, onnxruntime's QuantizeLinear: ``round_half_even(float32(v) /
+    float32(scale)) + zero_point``, saturated to ``dt``. Returns ``(raw, saturations)``."""
+    if not dt.is_integer:
+        raise ValueError(f"quantize needs an integer data type, not {dt.name}")
+    f = np.asarray(values, dtype=np.float32) / np.asarray(scale, dtype=np.float32)
+    if np.isnan(f).any():
+        raise ValueError("NaN cannot be quantized")
+    r = np.rint(f).astype(np.float64) + np.asarray(zero_point, dtype=np.float64)
+    n = int(np.count_nonzero((r < dt.min_raw) | (r > dt.max_raw)))
+    return np.clip(r, dt.min_raw, dt.max_raw).astype(np.int64), n
+
+
+def dequantize(raw, scale, zero_point) -> np.ndarray:
+    """Raw integer → float, onnxruntime's DequantizeLinear: ``(raw - zero_point) * scale``
+    in float32."""
+    d = (np.asarray(raw, dtype=np.int64) - np.asarray(zero_point, dtype=np.int64))
+    return d.astype(np.float32) * np.asarray(scale, dtype=np.float32)
 
 
 def to_fixed(values, dt: DataType) -> tuple[np.ndarray, int]:
@@ -259,7 +414,7 @@ def to_float(raw, dt: DataType) -> np.ndarray:
 
 
 _FILE_DTYPE = {"FP8BP4": "<i1", "FP16BP8": "<i2", "FP18BP10": "<u4", "FP32BP16": "<i4",
-               "FLOAT32": ">f4"}
+               "FLOAT32": ">f4", "INT8": "<i1", "INT16": "<i2"}
 
 
 def encode_scalars(raw, dt: DataType) -> bytes:

@@ -210,7 +210,7 @@ class Decoder:
                     (is_lut if lay.lut_count else Const(0, 1)))
 
         # DataMove kinds
-        kind = {k: flags == int(k) for k in DataMoveKind}
+        kind = {k: flags == int(k) for k in lay.data_move_kinds}
         dram_kind = kind[DataMoveKind.DRAM0_TO_LOCAL] | kind[DataMoveKind.LOCAL_TO_DRAM0] | \
             kind[DataMoveKind.DRAM1_TO_LOCAL] | kind[DataMoveKind.LOCAL_TO_DRAM1]
         acc_kind = kind[DataMoveKind.ACC_TO_LOCAL] | kind[DataMoveKind.LOCAL_TO_ACC] | \

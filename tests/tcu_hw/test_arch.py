@@ -271,7 +271,7 @@ def test_wrong_type_value_in_raw_json_text(tmp_path):
     assert "'array_size'" in msg and "8.0" in msg
 
 
-@pytest.mark.parametrize("value", ["FP16", "fp16bp8", "INT8", "", 16, None, ["FP16BP8"],
+@pytest.mark.parametrize("value", ["FP16", "fp16bp8", "INT4", "int8", "", 16, None, ["FP16BP8"],
                                    {"name": "FP16BP8"}])
 def test_bad_data_type(tmp_path, value):
     msg = load_error(write_tarch(tmp_path / "a.tarch", with_changes(data_type=value)))
@@ -353,7 +353,7 @@ def test_constructor_validates():
     with pytest.raises(ArchitectureError, match="array_size"):
         Architecture(**{**VALID, "array_size": 1})
     with pytest.raises(ArchitectureError, match="data_type"):
-        Architecture(**{**VALID, "data_type": "INT8"})
+        Architecture(**{**VALID, "data_type": "INT4"})
 
 
 def test_architecture_is_immutable():
