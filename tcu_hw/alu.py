@@ -45,6 +45,8 @@ def simd_result(op: int, left, right, dt: DataType, sat: Saturations | None = No
     if op == SimdOp.SUBTRACT:
         return numeric.sub(left, right, dt, sat)
     if op == SimdOp.MULTIPLY:
+        if dt.multiplier_width:         # integer: the lane's one multiplier (Requantize's)
+            return numeric.multiply_integer(left, right, dt, sat)
         return numeric.mul(left, right, dt, sat)
     if op == SimdOp.ABS:
         if dt.is_float:

@@ -34,7 +34,8 @@ __all__ = [
     "DataType", "FP8BP4", "FP16BP8", "FP18BP10", "FP32BP16", "FLOAT32", "INT8", "INT16",
     "INT32", "INT48", "DATA_TYPES", "data_type", "RequantizeFields", "requantize_fields",
     "pack_requantize", "unpack_requantize", "requantize", "requantize_parameters", "quantize",
-    "dequantize", "Saturations", "saturate", "mac", "add", "sub", "mul", "matmul",
+    "multiply_integer",
+    "dequantize", "Saturations", "saturate", "clip_bits", "mac", "add", "sub", "mul", "matmul",
     "matmul_reference", "to_fixed", "nonfinite", "to_float", "encode_scalars", "decode_scalars",
     "encode_vectors", "decode_vectors",
 ]
@@ -56,6 +57,7 @@ class DataType:
     is_float: bool = False
     is_integer: bool = False
     accumulator_width: int = 0
+    multiplier_width: int = 0        # accumulator types: the SIMD multiplier's right operand
 
     @property
     def accumulator(self) -> "DataType":
@@ -100,8 +102,10 @@ FLOAT32 = DataType("FLOAT32", 32, 0, 4, is_float=True)
 INT8 = DataType("INT8", 8, 0, 1, is_integer=True, accumulator_width=32)
 INT16 = DataType("INT16", 16, 0, 2, is_integer=True, accumulator_width=48)
 #: accumulator types of the integer types (never an architecture's data type)
-INT32 = DataType("INT32", 32, 0, 4, is_integer=True)
-INT48 = DataType("INT48", 48, 0, 6, is_integer=True)
+#: (their SIMD lanes have one (W_acc + 1) × (W + 9)-bit multiplier: Multiply's right operand
+#: saturates to W + 9 bits, which holds Requantize's W + 8-bit multiplier)
+INT32 = DataType("INT32", 32, 0, 4, is_integer=True, multiplier_width=17)
+INT48 = DataType("INT48", 48, 0, 6, is_integer=True, multiplier_width=25)
 ACCUMULATOR_TYPES = {32: INT32, 48: INT48}
 
 #: All data types of architectures by name, hardware types first.
@@ -145,6 +149,11 @@ def saturate(q, dt: DataType, sat: Saturations | None = None) -> np.ndarray:
             return q
         sat.count += n
     return np.clip(q, lo, hi)
+
+
+def clip_bits(q, bits: int) -> np.ndarray:
+    """Raw integers clipped to ``bits``-bit two's complement."""
+    return np.clip(np.asarray(q, dtype=np.int64), -(1 << (bits - 1)), (1 << (bits - 1)) - 1)
 
 
 def _round_shift(m: np.ndarray, bp: int) -> np.ndarray:
@@ -338,6 +347,21 @@ def requantize(left, params, bias, dt: DataType, sat: Saturations | None = None
     if r.dtype == object:       # out of range stays out of range: saturate() counts it
         r = np.array(np.clip(r, at.min_raw - 1, at.max_raw + 1), dtype=np.int64)
     return saturate(r, at, sat)
+
+
+def multiply_integer(left, right, at: DataType, sat: Saturations | None = None
+                     ) -> np.ndarray:
+    """SIMD Multiply of an integer type's accumulator type ``at`` (INT32, INT48):
+    ``saturate(left * clip(right))`` with ``right`` clipped to the lane multiplier's
+    ``at.multiplier_width`` bits; exact (Python integers where int64 could overflow)."""
+    a = _raw(left, at)
+    b = clip_bits(right, at.multiplier_width)
+    if at.width + at.multiplier_width > 62:
+        p = np.asarray(a).astype(object) * np.asarray(b).astype(object)
+        p = np.array(np.clip(p, at.min_raw - 1, at.max_raw + 1), dtype=np.int64)
+    else:
+        p = a * b
+    return saturate(p, at, sat)
 
 
 def requantize_parameters(scale, dt: DataType) -> tuple[np.ndarray, np.ndarray]:

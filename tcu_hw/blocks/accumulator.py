@@ -2,7 +2,10 @@
 
 ``depth`` vectors of n·W bits with one write port and two read ports with registered
 addresses (block RAM style; see :mod:`tcu_hw.blocks.ram`): one read serves the
-read-modify-write of accumulates, the other the outside.
+read-modify-write of accumulates, the other the outside. With an integer data type the
+lanes are its accumulator type's (INT32, INT48) and a write may *shift in* a digit instead
+(docs/integer.md: ``new = old · 2^W + (data mod 2^W)``, wrapped), which builds wide values
+from W-bit local vectors.
 
 Timing::
 
@@ -39,14 +42,17 @@ class Accumulator:
 
     Args:
         depth: vectors; A = max(clog2(depth), 1) address bits.
-        n: lanes per vector (n·W bits, W = ``dt.width``).
-        dt: the fixed-point data type (saturating add).
+        n: lanes per vector (n·W bits, W = ``dt.accumulator.width``: ``dt.width`` but for
+            the integer types, 32 or 48).
+        dt: the fixed-point or integer data type (saturating add at W bits).
         name: prefix of the wires.
         external: build the RAM as ports to Verilog RAM modules (see :mod:`tcu_hw.blocks.ram`).
 
     Ports:
         write: :class:`~tcu_hw.blocks.stream.Stream` sink, always ready: ``addr`` (A),
-            ``data`` (n·W), ``accumulate`` (1: add to the stored vector, 0: overwrite).
+            ``data`` (n·W), ``accumulate`` (1: add to the stored vector, 0: overwrite); with
+            an integer type also ``shift`` (1: shift the low ``dt.width`` bits of each data
+            lane in; wins over ``accumulate``).
         r_addr: input (A), a read address.
         r_data: output (n·W), the vector at ``r_addr`` one cycle later.
         busy: output (1), a write is in its second cycle.
@@ -59,9 +65,12 @@ class Accumulator:
     def __init__(self, depth: int, n: int, dt: DataType, name: str = "acc",
                  external: list | None = None) -> None:
         a = max(clog2(depth), 1)
-        vec = n * dt.width
-        self.write = Stream(Struct(addr=a, data=vec, accumulate=1), f"{name}_write", SINK,
-                            always_ready=True)
+        at = dt.accumulator                      # dt itself but for the integer types
+        vec = n * at.width
+        fields = dict(addr=a, data=vec, accumulate=1)
+        if dt.is_integer:
+            fields["shift"] = 1
+        self.write = Stream(Struct(**fields), f"{name}_write", SINK, always_ready=True)
         w = self.write.payload
         self.r_addr = WireVector(a, f"{name}_r_addr")
 
@@ -84,8 +93,14 @@ class Accumulator:
         forward = last_valid & (last_addr == addr)
         old = lanes.split(pyrtl.select(forward, last_value, ram.rdata[0]), n)
         new = lanes.split(data, n)
-        summed = [fixed.add(o, d, dt) for o, d in zip(old, new)]
+        summed = [fixed.add(o, d, at) for o, d in zip(old, new)]
         value = pyrtl.select(accumulate, lanes.join(summed), data)
+        if dt.is_integer:                        # shift in: old · 2^W + (data mod 2^W)
+            shift = Register(1, f"{name}_q_shift")
+            shift.next <<= w.shift
+            shifted = [pyrtl.concat(o[:at.width - dt.width], d[:dt.width])
+                       for o, d in zip(old, new)]
+            value = pyrtl.select(shift, lanes.join(shifted), value)
         ram.waddr <<= addr
         ram.write <<= valid
         ram.wdata <<= value

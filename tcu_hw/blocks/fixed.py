@@ -1,7 +1,8 @@
 """Fixed-point arithmetic in PyRTL: the hardware mirror of :mod:`tcu_hw.numeric`.
 
-All functions take and return W-bit two's-complement WireVectors for a fixed-point
-:class:`~tcu_hw.numeric.DataType`; they are combinational. :func:`mac` is the one primitive
+All functions take and return W-bit two's-complement WireVectors for a fixed-point or
+integer :class:`~tcu_hw.numeric.DataType` (for an integer type's accumulators, pass
+``dt.accumulator``); they are combinational. :func:`mac` is the one primitive
 (TCU.md §2); it is tested exhaustively for FP8BP4 and on edge and random values for the wider
 types against :func:`tcu_hw.numeric.mac`.
 
@@ -48,10 +49,14 @@ def product(x: WireVector, y: WireVector) -> WireVector:
 
 
 def accumulate(prod: WireVector, z: WireVector, dt: DataType) -> WireVector:
-    """The second half of :func:`mac`: ``prod + (z << bp)`` (``prod`` the 2W-bit exact
-    product) rounded half to even at bit bp, saturated to W bits."""
+    """The second half of :func:`mac`: ``prod + (z << bp)`` (``prod`` the exact product)
+    rounded half to even at bit bp, saturated to W bits (binary point 0, the integer types
+    and their accumulators: exact, then saturated)."""
     w, bp = dt.width, dt.binary_point
     z = pyrtl.as_wires(z)
+    if bp == 0:
+        k = max(prod.bitwidth, z.bitwidth) + 1
+        return saturate((prod.sign_extended(k) + z.sign_extended(k))[:k], w)
     k = 2 * w + 2
     addend = pyrtl.concat(z, Const(1 << (bp - 1), bp))         # (z << bp) + half
     p = (prod.sign_extended(k) + addend.sign_extended(k))[:k]  # round half up at bit bp
@@ -75,3 +80,10 @@ def sub(a: WireVector, b: WireVector, dt: DataType) -> WireVector:
 def mul(a: WireVector, b: WireVector, dt: DataType) -> WireVector:
     """Rounded, saturating ``a * b`` (= MAC(a, b, 0))."""
     return mac(a, b, Const(0, dt.width), dt)
+
+
+def column_add(prod: WireVector, z: WireVector, width: int) -> WireVector:
+    """``prod + z`` in ``width`` bits, no rounding and no saturation: an integer type's column
+    sum in the systolic array, which cannot leave its accumulator width (n ≤ 256 products of
+    W-bit operands, docs/integer.md)."""
+    return (prod.sign_extended(width) + pyrtl.as_wires(z).sign_extended(width))[:width]

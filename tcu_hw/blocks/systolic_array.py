@@ -3,7 +3,9 @@
 Every processing element applies :func:`tcu_hw.blocks.fixed.mac` (round half to even,
 saturate), so output i of an input vector x is the chain
 ``MAC(x[n-1], W[i][n-1], ... MAC(x[0], W[i][0], bias[i]))`` — bit-exact with
-:func:`tcu_hw.numeric.matmul`.
+:func:`tcu_hw.numeric.matmul`. With an integer type (INT8, INT16; docs/integer.md) the
+partial sums are the accumulator type's width (32, 48 bits) and every element adds its exact
+product: the column sum ``bias[i] + Σ x[j]·W[i][j]``, exact.
 
 Dataflow (one vector per cycle, latency n + 1)::
 
@@ -61,15 +63,18 @@ class SystolicArray:
 
     Args:
         n: lanes (inputs and outputs per vector); the array has n·n PEs.
-        dt: a fixed-point :class:`~tcu_hw.numeric.DataType` (W = ``dt.width`` bits per lane).
+        dt: a fixed-point or integer :class:`~tcu_hw.numeric.DataType` (W = ``dt.width``
+            bits per lane of weights and x; A = ``dt.accumulator.width`` bits per lane of
+            sums and pass-through data: A = W but for the integer types, 32 or 48).
         tag_width: bits carried alongside each vector (at least 1 wire bit).
         name: prefix of the wires and registers.
         explicit_switch: the input carries ``switch`` and the tile switches only on a vector
             with ``switch = 1`` (else: on the first vector after a push).
 
     Ports:
-        input: :class:`~tcu_hw.blocks.stream.Stream` sink, always ready: ``data`` (n·W:
-            lanes x[0..n-1]), ``passthrough`` (1: the columns start from ``data`` instead of
+        input: :class:`~tcu_hw.blocks.stream.Stream` sink, always ready: ``data`` (n·A:
+            lanes x[0..n-1], of which an integer type's x uses the low W bits),
+            ``passthrough`` (1: the columns start from ``data`` instead of
             the bias and x = 0, so ``data`` comes out unchanged after n + 1 cycles, as
             MAC(0, w, z) = z exactly), ``tag`` (tag_width); with ``explicit_switch`` also
             ``switch`` (1: this vector switches to the tile the pushes loaded).
@@ -79,7 +84,7 @@ class SystolicArray:
             with one that does when ``push_ok_next_switch`` said so the cycle before (the
             copy is taken in that cycle).
         output: source, always ready (it cannot wait: connect it to an always-ready sink):
-            ``data`` (n·W), ``tag``, the vector that entered n + 1 cycles ago.
+            ``data`` (n·A), ``tag``, the vector that entered n + 1 cycles ago.
         push_ok: output (1), a push this cycle is safe (unless a vector switches in it).
         push_ok_next: output (1), a push next cycle will be safe given this cycle's inputs,
             if the vector entering next cycle does not switch (for controllers whose push
@@ -102,17 +107,17 @@ class SystolicArray:
     def __init__(self, n: int, dt: DataType, tag_width: int = 0, name: str = "array",
                  explicit_switch: bool = False) -> None:
         if dt.is_float:
-            raise ValueError("the systolic array needs a fixed-point data type")
-        w = dt.width
+            raise ValueError("the systolic array needs a fixed-point or integer data type")
+        w, aw = dt.width, dt.accumulator.width        # aw = w but for the integer types
         self.n, self.dt, self.latency = n, dt, n + 1
-        vec = n * w
+        vec, wide = n * w, n * aw
         tw = max(tag_width, 1)
-        fields = dict(data=vec, passthrough=1, tag=tw)
+        fields = dict(data=wide, passthrough=1, tag=tw)
         if explicit_switch:
             fields["switch"] = 1
         self.input = Stream(Struct(**fields), f"{name}_input", SINK, always_ready=True)
         self.weights = Stream(vec, f"{name}_weights", SINK, always_ready=True)
-        self.output = Stream(Struct(data=vec, tag=tw), f"{name}_output", SOURCE,
+        self.output = Stream(Struct(data=wide, tag=tw), f"{name}_output", SOURCE,
                              always_ready=True)
         inp = self.input.payload
         in_valid, in_pass, in_data = self.input.valid, inp.passthrough, inp.data
@@ -133,16 +138,18 @@ class SystolicArray:
         # data), then the partial sums after row j
         ev, ew = Register(1, f"{name}_e_valid"), Register(1, f"{name}_e_weights")
         eb, et = Register(1, f"{name}_e_from_s"), Register(tw, f"{name}_e_tag")
-        ez = [Register(w, f"{name}_e_start_l{i}") for i in range(n)]
+        ez = [Register(aw, f"{name}_e_start_l{i}") for i in range(n)]
         sv = [Register(1, f"{name}_s{j}_valid") for j in range(n)]
         sw = [Register(1, f"{name}_s{j}_weights") for j in range(n)]   # uses weights
         sb = [Register(1, f"{name}_s{j}_from_s") for j in range(n)]
         st = [Register(tw, f"{name}_s{j}_tag") for j in range(n)]
-        sp = [[Register(w, f"{name}_s{j}_sum_l{i}") for i in range(n)] for j in range(n)]
+        sp = [[Register(aw, f"{name}_s{j}_sum_l{i}") for i in range(n)] for j in range(n)]
         # products of row 1+j, registered: computed the cycle before row j's adder takes them
         pr = [[Register(2 * w, f"{name}_p{j}_l{i}") for i in range(n)] for j in range(n)]
 
-        x = lanes.split(pyrtl.select(in_pass, Const(0, vec), in_data), n)
+        x = lanes.split(pyrtl.select(in_pass, Const(0, wide), in_data), n)
+        if aw != w:                                   # an integer x is a W-bit value
+            x = [lane[:w] for lane in x]
         xd = [x[0]]
         for j in range(1, n):
             d = x[j]
@@ -183,6 +190,8 @@ class SystolicArray:
 
         data_in = lanes.split(in_data, n)
         bias = row(enter_s, 0)
+        if aw != w:
+            bias = [b.sign_extended(aw) for b in bias]
         for i in range(n):
             ez[i].next <<= pyrtl.select(in_pass, data_in[i], bias[i])
         ev.next <<= in_valid
@@ -200,7 +209,8 @@ class SystolicArray:
         prev = ez
         for j in range(n):
             for i in range(n):
-                sp[j][i].next <<= fixed.accumulate(pr[j][i], prev[i], dt)
+                sp[j][i].next <<= fixed.accumulate(pr[j][i], prev[i], dt) if aw == w else \
+                    fixed.column_add(pr[j][i], prev[i], aw)
             sv[j].next <<= sv[j - 1] if j else ev
             sw[j].next <<= sw[j - 1] if j else ew
             sb[j].next <<= (sb[j - 1] if j else eb) & ~copying   # a copy: read C from now on

@@ -142,3 +142,16 @@ def test_hardware_and_compiler_refuse_integer_types_for_now(tmp_path):
         arch.require_hardware()
     with pytest.raises(CompileError, match="does not lower models to integer types yet"):
         compile_model("model.onnx", arch)
+
+
+def test_multiply_clips_its_right_operand_to_the_lane_multiplier():
+    """INT8: right is clipped to 17 bits signed (the multiplier Requantize uses), left is not."""
+    emu = make()
+    emu.run(load_wide(emu, [1 << 20, -(1 << 20), 300, -7], acc=0) +
+            load_wide(emu, [3, 1 << 16, -(1 << 20), 1000], acc=1, local=50) +
+            [SIMD(SimdOp.MOVE, 0, 0, 1, read=True, read_address=1),
+             SIMD(SimdOp.MULTIPLY, 0, 1, 0, read=True, write=True, read_address=0,
+                  write_address=2)])
+    # 1 << 16 clips to 65535 (then the product saturates INT32); -(1 << 20) to -65536
+    assert emu.acc[2].tolist() == [3 << 20, -(1 << 31), 300 * -(1 << 16), -7000]
+    assert emu.stats.saturations["simd"] == 1

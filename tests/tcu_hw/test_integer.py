@@ -230,3 +230,14 @@ def test_integer_instructions_encode_and_assemble():
     assert assemble(text, layout=lay) == program
     for ins in program:
         assert lay.decode_word(lay.encode_word(ins)) == ins
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_integer_multiply_is_exact_with_its_right_operand_clipped(data):
+    at = data.draw(st.sampled_from((INT32, INT48)))
+    a = data.draw(st.integers(at.min_raw, at.max_raw))
+    b = data.draw(st.integers(at.min_raw, at.max_raw))
+    bits = at.multiplier_width
+    b_clipped = max(-(1 << (bits - 1)), min((1 << (bits - 1)) - 1, b))
+    assert int(numeric.multiply_integer([a], [b], at)[0]) == clamp(a * b_clipped, at)

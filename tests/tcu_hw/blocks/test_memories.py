@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 import pyrtl
+import pytest
 
 from sim.pyrtl_sim import ArraySimulation
 from tcu_hw import numeric
 from tcu_hw.blocks import lanes
 from tcu_hw.blocks.accumulator import Accumulator
 from tcu_hw.blocks.local_memory import LocalMemory
-from tcu_hw.numeric import FP16BP8
+from tcu_hw.numeric import FP16BP8, INT8, INT16
 
 from ...conftest import requires_gcc
 
@@ -24,29 +25,44 @@ def _player(count, fields):
     return abits, addr, {f: pyrtl.MemBlock(w, abits, f"in_{f}")[addr] for f, w in fields.items()}
 
 
-def test_accumulator_writes_accumulates_and_reads():
-    n, dt, depth = 4, FP16BP8, 16
-    w = dt.width
+def _acc_model(old, vec, accum, shift, dt):
+    """One write of the accumulator's model (docs/integer.md for the shift-in)."""
+    if shift:
+        w, aw = dt.width, dt.accumulator.width
+        v = ((old << w) + (vec & ((1 << w) - 1))) & ((1 << aw) - 1)
+        return v - ((v >> (aw - 1)) << aw)
+    return numeric.add(old, vec, dt.accumulator) if accum else vec
+
+
+@pytest.mark.parametrize("dt", [FP16BP8, INT8, INT16], ids=lambda d: d.name)
+def test_accumulator_writes_accumulates_and_reads(dt):
+    n, depth = 4, 16
+    w = dt.accumulator.width
+    integer = dt.is_integer
     rng = np.random.default_rng(0)
     count = 2000
     ops = []
     for _ in range(count):
         a = int(rng.integers(0, 4)) if rng.random() < 0.7 else int(rng.integers(0, depth))
         big = rng.random() < 0.2
-        vec = rng.integers(dt.min_raw, dt.max_raw + 1, n) if big else rng.integers(-900, 900, n)
+        hi = dt.accumulator.max_raw if integer else dt.max_raw
+        vec = rng.integers(-hi - 1, hi + 1, n) if big else rng.integers(-900, 900, n)
         ops.append(dict(w_valid=int(rng.random() < 0.8), w_addr=a, w_acc=int(rng.random() < 0.6),
+                        w_shift=int(integer and rng.random() < 0.3),
                         r_addr=int(rng.integers(0, 4)), data=vec.tolist()))
     block = pyrtl.Block()
     with pyrtl.set_working_block(block):
         acc = Accumulator(depth, n, dt)
-        abits, addr, f = _player(count, {"w_valid": 1, "w_addr": 4, "w_acc": 1, "r_addr": 4,
-                                         "data": n * w})
-        acc.write.drive(f["w_valid"], addr=f["w_addr"], accumulate=f["w_acc"], data=f["data"])
+        fields = {"w_valid": 1, "w_addr": 4, "w_acc": 1, "r_addr": 4, "data": n * w}
+        abits, addr, f = _player(count, {**fields, **({"w_shift": 1} if integer else {})})
+        extra = {"shift": f["w_shift"]} if integer else {}
+        acc.write.drive(f["w_valid"], addr=f["w_addr"], accumulate=f["w_acc"], data=f["data"],
+                        **extra)
         acc.r_addr <<= f["r_addr"]
         reads = pyrtl.MemBlock(n * w, abits, "reads")
         reads[addr] <<= acc.r_data
     sim = ArraySimulation(block=block)
-    for k in ("w_valid", "w_addr", "w_acc", "r_addr"):
+    for k in ("w_valid", "w_addr", "w_acc", "r_addr") + (("w_shift",) if integer else ()):
         sim.memory(f"in_{k}")[:count, 0] = [o[k] for o in ops]
     sim.memory("in_data")[:count] = lanes.pack(np.array([o["data"] for o in ops]), w)
     sim.run_cycles(count + 2)
@@ -59,18 +75,22 @@ def test_accumulator_writes_accumulates_and_reads():
     for t in range(count):
         history.append(mem.copy())
         if pending is not None:
-            a, vec, accum = pending
-            mem[a] = numeric.add(mem[a], vec, dt) if accum else vec
+            a, vec, accum, shift = pending
+            mem[a] = _acc_model(mem[a], vec, accum, shift, dt)
         o = ops[t]
-        pending = (o["w_addr"], np.array(o["data"]), o["w_acc"]) if o["w_valid"] else None
+        pending = (o["w_addr"], np.array(o["data"]), o["w_acc"], o["w_shift"]) \
+            if o["w_valid"] else None
     for t in range(1, count):
         want = history[t][ops[t - 1]["r_addr"]]
         assert got_reads[t].tolist() == want.tolist(), t
     if pending is not None:
-        a, vec, accum = pending
-        mem[a] = numeric.add(mem[a], vec, dt) if accum else vec
+        a, vec, accum, shift = pending
+        mem[a] = _acc_model(mem[a], vec, accum, shift, dt)
     final = lanes.unpack(sim.memory("acc_ram_mem")[:depth], n, w)
     assert np.array_equal(final, mem)
+    if integer:                       # the shift-ins and the wide values happened
+        assert sum(o["w_shift"] and o["w_valid"] for o in ops) > 300
+        assert np.abs(mem).max() > dt.max_raw ** 2
 
 
 def test_local_memory_two_ports():

@@ -9,7 +9,7 @@ import pyrtl
 import pytest
 
 from sim.pyrtl_sim import ArraySimulation
-from tcu_hw import alu
+from tcu_hw import alu, numeric
 from tcu_hw.arch import Architecture
 from tcu_hw.blocks import lanes
 from tcu_hw.blocks.simd import SimdArray
@@ -26,7 +26,7 @@ BASE = dict(data_type="FP16BP8", array_size=4, dram0_depth=64, dram1_depth=64,
 
 def run(arch, steps):
     """steps: dicts with op/left/right/dest/input (an ALU step) or lut=(table, index, data)."""
-    n, w = arch.array_size, arch.dtype.width
+    n, w, tw = arch.array_size, arch.dtype.accumulator.width, arch.dtype.width
     count = len(steps)
     abits = max(1, (count - 1).bit_length())
     block = pyrtl.Block()
@@ -44,8 +44,10 @@ def run(arch, steps):
         names = ("op", "left", "right", "dest", "input")
         simd.command.drive(fields["valid"], **{f: fields[f] for f in names})
         if arch.lut_count:
+            entries = fields["input"] if tw == w else \
+                lanes.join([lane[:tw] for lane in lanes.split(fields["input"], n)])
             simd.lut.drive(fields["lut_valid"], table=fields["lut_table"],
-                           index=fields["lut_index"], data=fields["input"])
+                           index=fields["lut_index"], data=entries)
         out = pyrtl.MemBlock(n * w, abits, "out")
         out[addr] <<= simd.out
     sim = ArraySimulation(block=block)
@@ -58,7 +60,7 @@ def run(arch, steps):
 
 
 def model(arch, steps):
-    dt, n = arch.dtype, arch.array_size
+    dt, n = arch.dtype.accumulator, arch.array_size
     regs = np.zeros((arch.simd_registers_depth + 1, n), np.int64)
     tables = np.zeros((arch.lut_count + 1, max(arch.lut_depth, 1)), np.int64)
     outs = []
@@ -75,6 +77,8 @@ def model(arch, steps):
         op = s["op"]
         if op == SimdOp.NOOP:
             out = inp
+        elif op == SimdOp.REQUANTIZE:
+            out = numeric.requantize(left, right, regs[s["right"] + 1], arch.dtype)
         elif op == SimdOp.LOOKUP:
             out, values = alu.lookup(left, tables, dt)
             for t in range(arch.lut_count):
@@ -88,16 +92,18 @@ def model(arch, steps):
 
 
 def random_steps(arch, count, rng, ops):
-    n, dt = arch.array_size, arch.dtype
+    n, dt, depth = arch.array_size, arch.dtype.accumulator, arch.simd_registers_depth
     edges = [dt.min_raw, -1, 0, 1, dt.max_raw, 256, -256, 128]
+    spread = 700 if dt.width <= 18 else 1 << (dt.width - 2)     # integer lanes: wide values
     steps = []
     for _ in range(count):
-        vec = [int(rng.choice(edges)) if rng.random() < 0.3 else int(rng.integers(-700, 700))
-               for _ in range(n)]
+        vec = [int(rng.choice(edges)) if rng.random() < 0.3 else
+               int(rng.integers(-spread, spread)) for _ in range(n)]
         op = int(rng.choice(ops))
-        top = arch.simd_registers_depth - (arch.lut_count if op == SimdOp.LOOKUP else 0)
-        steps.append(dict(valid=1, op=op, left=int(rng.integers(0, arch.simd_registers_depth + 1)),
-                          right=int(rng.integers(0, arch.simd_registers_depth + 1)),
+        top = depth - (arch.lut_count if op == SimdOp.LOOKUP else 0)
+        right = int(rng.integers(1, depth)) if op == SimdOp.REQUANTIZE else \
+            int(rng.integers(0, depth + 1))
+        steps.append(dict(valid=1, op=op, left=int(rng.integers(0, depth + 1)), right=right,
                           dest=int(rng.integers(0, top + 1)), input=vec))
     return steps
 
@@ -135,4 +141,26 @@ def test_lookup_tables(depth):
             steps.append(dict(lut_valid=1, lut_table=t, lut_index=j,
                               input=padded[j * n:(j + 1) * n]))
     steps += random_steps(arch, 300, rng, [SimdOp.LOOKUP, SimdOp.MOVE, SimdOp.ADD])
+    check(arch, steps)
+
+
+@pytest.mark.parametrize("dtype", ["INT8", "INT16"])
+def test_integer_lanes_and_requantize(dtype):
+    """INT8/INT16: every op on INT32/INT48 lanes, Multiply with its right operand clipped to
+    the lane multiplier, Requantize from random parameter and bias registers (random shifts
+    0..63, multipliers and zero points), all against tcu_hw.alu / tcu_hw.numeric."""
+    arch = Architecture(**{**BASE, "data_type": dtype})
+    rng = np.random.default_rng(7)
+    ops = list(range(16)) + [int(SimdOp.REQUANTIZE)] * 6
+    check(arch, random_steps(arch, 800, rng, ops))
+
+
+def test_integer_lookup_compares_wide_values_with_narrow_keys():
+    arch = Architecture(**{**BASE, "data_type": "INT8", "lut_count": 1, "lut_depth": 8})
+    rng = np.random.default_rng(8)
+    keys = [-128, -90, -40, -1, 0, 30, 64, 127]
+    steps = [dict(lut_valid=1, lut_table=t, lut_index=j, input=table[4 * j:4 * j + 4])
+             for t, table in enumerate([keys, rng.integers(-128, 128, 8).tolist()])
+             for j in range(2)]
+    steps += random_steps(arch, 300, rng, [SimdOp.LOOKUP, SimdOp.MOVE, SimdOp.SUBTRACT])
     check(arch, steps)

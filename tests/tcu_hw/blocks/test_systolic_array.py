@@ -10,7 +10,7 @@ from sim.pyrtl_sim import ArraySimulation
 from tcu_hw import numeric
 from tcu_hw.blocks import lanes
 from tcu_hw.blocks.systolic_array import SystolicArray
-from tcu_hw.numeric import FP8BP4, FP16BP8, FP18BP10
+from tcu_hw.numeric import FP8BP4, FP16BP8, FP18BP10, INT8, INT16
 
 from ...conftest import requires_gcc
 
@@ -22,14 +22,14 @@ IDLE, VECTOR, PASS, PUSH = 0, 1, 2, 3
 def run_commands(n, dt, commands):
     """Play (op, vector) commands through the array, one per cycle, waiting while a push is
     not safe. Returns (outputs in order, cycles until the last output)."""
-    w = dt.width
+    w, aw = dt.width, dt.accumulator.width      # aw: sums and pass-through (integer types)
     count = len(commands)
     abits = max(1, (count - 1).bit_length())
     block = pyrtl.Block()
     with pyrtl.set_working_block(block):
         arr = SystolicArray(n, dt, tag_width=abits, name="array")
         ops = pyrtl.MemBlock(2, abits, "ops")
-        data = pyrtl.MemBlock(n * w, abits, "data")
+        data = pyrtl.MemBlock(n * aw, abits, "data")
         pc = pyrtl.Register(abits + 1, "pc")
         done = pc == count
         addr = pc[:abits]
@@ -39,8 +39,9 @@ def run_commands(n, dt, commands):
         pc.next <<= pyrtl.select(go, pc + 1, pc)
         arr.input.drive(go & ((op == VECTOR) | (op == PASS)), passthrough=op == PASS, data=vec,
                         tag=addr)
-        arr.weights.drive(go & (op == PUSH), data=vec)
-        outs = pyrtl.MemBlock(n * w, abits, "outs")
+        push = vec if aw == w else lanes.join([lane[:w] for lane in lanes.split(vec, n)])
+        arr.weights.drive(go & (op == PUSH), data=push)
+        outs = pyrtl.MemBlock(n * aw, abits, "outs")
         k = pyrtl.Register(abits + 1, "k")
         out = arr.output
         k.next <<= k + out.valid
@@ -53,10 +54,10 @@ def run_commands(n, dt, commands):
         last_out <<= last
     sim = ArraySimulation(block=block)
     sim.memory("ops")[:count, 0] = [c[0] for c in commands]
-    sim.memory("data")[:count] = lanes.pack(np.array([c[1] for c in commands]), w)
+    sim.memory("data")[:count] = lanes.pack(np.array([c[1] for c in commands]), aw)
     result = sim.run_cycles(2 * count + 4 * n + 10)
     produced = sum(1 for c in commands if c[0] in (VECTOR, PASS))
-    got = lanes.unpack(sim.memory("outs")[:produced], n, w)
+    got = lanes.unpack(sim.memory("outs")[:produced], n, aw)
     return got, result["last_out"] + 1
 
 
@@ -88,6 +89,24 @@ def test_random_command_streams(n, dt):
         commands = random_commands(n, dt, 300, rng)
         got, _ = run_commands(n, dt, commands)
         assert np.array_equal(got, model(n, dt, commands)), f"trial {trial}"
+
+
+@pytest.mark.parametrize("n, dt", [(3, INT8), (4, INT8), (4, INT16)], ids=lambda v: str(v))
+def test_integer_column_sums_are_exact(n, dt):
+    """INT8/INT16: each column adds exact products into INT32/INT48 partial sums (far beyond
+    the data type); pass-through carries accumulator-width values unchanged."""
+    rng = np.random.default_rng(20 + n)
+    at = dt.accumulator
+    for trial in range(3):
+        commands = random_commands(n, dt, 200, rng)
+        commands = [(op, rng.integers(at.min_raw, at.max_raw, n, dtype=np.int64).tolist())
+                    if op == PASS else (op, v) for op, v in commands]
+        extreme = [(PUSH, [dt.min_raw] * n) for _ in range(n + 1)] + \
+            [(VECTOR, [dt.min_raw] * n), (VECTOR, [dt.max_raw] * n)]
+        got, _ = run_commands(n, dt, commands + extreme)
+        want = model(n, dt, commands + extreme)
+        assert np.array_equal(got, want), f"trial {trial}"
+        assert want[-2, 0] == n * dt.min_raw ** 2 + dt.min_raw          # beyond W bits
 
 
 def test_back_to_back_vectors_one_per_cycle():
