@@ -118,8 +118,8 @@ def compile_model(model, arch, outputs=None, input_shapes=None, strategy: str = 
     if arch.dtype.is_integer:
         raise CompileError(f"{file_name}: data type {arch.data_type}: the compiler does not "
                            f"lower models to integer types yet (their instructions and "
-                           f"arithmetic are in docs/integer.md; the emulator runs them); "
-                           f"choose FP16BP8, FP18BP10 or FP32BP16")
+                           f"arithmetic are in docs/integer.md; the emulator and the "
+                           f"hardware run them); choose FP16BP8, FP18BP10 or FP32BP16")
     say = progress or (lambda what: None)
     say(f"loading {file_name}")
     g = load_graph(model, input_shapes, outputs, source=file_name)

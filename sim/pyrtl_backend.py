@@ -193,10 +193,11 @@ class PyrtlCore:
                              f"0..{view.shape[0] - 1}")
         view[base:base + len(raw)] = lanes.pack(raw, self.arch.dtype.width)
 
-    def _read_vectors(self, mem: str, base: int, count: int) -> np.ndarray:
+    def _read_vectors(self, mem: str, base: int, count: int, width: int | None = None
+                      ) -> np.ndarray:
         view = self.sim.memory(mem)
         return lanes.unpack(view[base:base + count], self.arch.array_size,
-                            self.arch.dtype.width)
+                            width or self.arch.dtype.width)
 
     def samples(self, count: int) -> list[tuple[int, int]]:
         """The last min(count, 4096) sampler words as (tlast, word), oldest first."""
@@ -216,7 +217,8 @@ class PyrtlCore:
 
     def read_acc(self, base: int = 0, count: int | None = None) -> np.ndarray:
         return self._read_vectors("acc_ram_mem", base, self.arch.accumulator_depth - base
-                                  if count is None else count)
+                                  if count is None else count,
+                                  self.arch.dtype.accumulator.width)
 
     # --------------------------------------------------------------------------- runs
     def load_program(self, program: Sequence[Instruction] | bytes) -> int:

@@ -45,8 +45,11 @@ RANGES = {
 }
 
 PRESET_DIR = Path(__file__).with_name("archs")
-#: Built-in architectures, usable by name wherever a `.tarch` path is accepted.
-PRESETS = ("pynqz1", "ultra96v2", "zcu104", "zcu104_uram", "artya7100t", "cmoda7")
+#: Built-in architectures, usable by name wherever a `.tarch` path is accepted: Tensil's six
+#: boards, then integer variants (docs/integer.md: the board's memories, INT8 or INT16, and
+#: the two SIMD registers Requantize reads).
+PRESETS = ("pynqz1", "ultra96v2", "zcu104", "zcu104_uram", "artya7100t", "cmoda7",
+           "pynqz1_int8", "ultra96v2_int8", "ultra96v2_int16")
 
 
 def _problems(values: dict) -> list[str]:
@@ -189,18 +192,11 @@ class Architecture:
         return self.array_size * self.dtype.bytes_per_scalar
 
     def require_hardware(self, source: str = "architecture") -> None:
-        """Refuse what only the emulator (and the compiler) support: FLOAT32, and for now
-        the integer types (docs/integer.md), whose hardware is not built yet."""
-        built = ", ".join(n for n, t in numeric.DATA_TYPES.items()
-                          if not (t.is_float or t.is_integer))
+        """Refuse what only the compiler and emulator support (FLOAT32)."""
         if self.dtype.is_float:
             raise ArchitectureError(
                 f"{source}: data_type FLOAT32 is for the compiler and emulator only; hardware "
-                f"needs one of {built}")
-        if self.dtype.is_integer:
-            raise ArchitectureError(
-                f"{source}: data_type {self.data_type} runs on the golden emulator "
-                f"(docs/integer.md); its hardware is not built yet: choose one of {built}")
+                f"needs one of {', '.join(n for n, t in numeric.DATA_TYPES.items() if not t.is_float)}")
 
 
 def load_arch(path) -> Architecture:

@@ -1,1 +1,2 @@
-"""Built-in `.tarch` presets (Tensil's six boards); see :data:`tcu_hw.arch.PRESETS`."""
+"""Built-in `.tarch` presets (Tensil's six boards and integer variants of three of them); see
+:data:`tcu_hw.arch.PRESETS`."""

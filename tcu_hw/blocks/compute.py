@@ -58,6 +58,7 @@ from pyrtl import Const, Register, WireVector
 from ..arch import COMPUTE_QUEUE_DEPTH
 from ..isa import Layout
 from ..numeric import DataType
+from . import fixed, lanes
 from .accumulator import Accumulator
 from .decoder import (A2L, L2A, LUT, LW, MM, SIMD_CLS, TOKEN_BITS, ActiveInstruction,
                       compute_struct, pending, stride_step)
@@ -78,7 +79,9 @@ class ComputeUnit:
     Args:
         layout: the instruction :class:`~tcu_hw.isa.Layout` (array size, accumulator depth,
             SIMD registers, lookup tables and the record widths).
-        dt: the fixed-point data type (W bits per lane).
+        dt: the fixed-point or integer data type (W bits per lane in local memory; an
+            integer type's accumulators, array sums and SIMD lanes are its accumulator
+            type's, and a move to local memory saturates them to W bits).
         queue_depth: decoded instructions queued ahead of the active one.
         name: prefix of the wires and registers (the array, accumulators and SIMD array are
             ``array``, ``acc`` and ``simd``; the weight loader ``wl``).
@@ -130,7 +133,7 @@ class ComputeUnit:
                  name: str = "cu", external: list | None = None,
                  weight_loader: bool = True) -> None:
         n = layout.array_size
-        w = dt.width
+        w, aw = dt.width, dt.accumulator.width   # aw: accumulators, array sums, SIMD lanes
         f = layout.hardware
         if queue_depth + 2 >= 1 << TOKEN_BITS:
             raise ValueError(f"compute unit {name!r}: queue depth {queue_depth} is too deep "
@@ -145,7 +148,7 @@ class ComputeUnit:
         self.local = local = RamPort(f.L, n * w, f"{name}_local", side="user")
 
         # ---------------------------------------------------------------- blocks
-        tag = Struct(accumulate=1, addr=f.A)
+        tag = Struct(accumulate=1, addr=f.A, **({"shift": 1} if dt.is_integer else {}))
         self.array = array = SystolicArray(n, dt, tag_width=tag.width, name="array",
                                            explicit_switch=True)
         self.loader = wl = WeightLoader(layout, n * w, name="wl") if weight_loader else None
@@ -216,7 +219,7 @@ class ComputeUnit:
                                 for k in ("op", "left", "right", "dest", "write",
                                           "accumulate")})
         t2_oaddr = Register(f.A, f"{name}_t2_oaddr")
-        t2_input = Register(n * w, f"{name}_t2_input")
+        t2_input = Register(n * aw, f"{name}_t2_input")
         t2_enters = t2_valid & t2.write
 
         # ---------------------------------------------------------------- hazards at t0
@@ -255,16 +258,23 @@ class ComputeUnit:
         t1_valid.next <<= issue
         # t1 keeps only what the router, the SIMD stage and the dispatcher's range checks
         # read (the other fields register as constant zero, which synthesis removes)
-        t1_bits.next <<= rec.pack(**{k: getattr(act, k) for k in T1_FIELDS})
+        t1_fields = T1_FIELDS + (("shift",) if dt.is_integer else ())
+        t1_bits.next <<= rec.pack(**{k: getattr(act, k) for k in t1_fields})
         t1_last.next <<= last
         t1_laddr.next <<= laddr
         t1_oaddr.next <<= pyrtl.select(cls[SIMD_CLS], act.oaddr, oaddr)
         t1_index.next <<= index
 
+        def widen(v: WireVector) -> WireVector:
+            """Local-memory lanes (W bits) as the array's (A bits), sign-extended."""
+            return v if aw == w else lanes.join([lane.sign_extended(aw)
+                                                 for lane in lanes.split(v, n)])
+
         # ---------------------------------------------------------------- router at t1
         zero = Const(0, n * w)
         local_data = local.rdata
         acc_data = acc.r_data
+        wide_zero = zero if aw == w else Const(0, n * aw)
         addr = laddr
         if wl:                      # port A to the loader when the sequencer leaves it free
             seq_wants = (issue & needs_local) | t1c[A2L]
@@ -273,14 +283,15 @@ class ComputeUnit:
             addr = pyrtl.select(wl.local_a.grant, wl.local_a.addr, addr)
         local.addr <<= pyrtl.select(t1c[A2L], t1_laddr, addr)
         local.write <<= t1c[A2L]
-        local.wdata <<= acc_data
+        local.wdata <<= acc_data if aw == w else \
+            lanes.join([fixed.saturate(v, w) for v in lanes.split(acc_data, n)])   # narrow
         acc.r_addr <<= acc_read_addr
 
         t2_valid.next <<= t1c[SIMD_CLS]
         for k, reg in vars(t2).items():
             reg.next <<= getattr(t1, k)
         t2_oaddr.next <<= t1_oaddr
-        t2_input.next <<= pyrtl.select(t1.read, acc_data, zero)
+        t2_input.next <<= pyrtl.select(t1.read, acc_data, wide_zero)
         simd.command.drive(t2_valid, op=t2.op, left=t2.left, right=t2.right, dest=t2.dest,
                            input=t2_input)
         if layout.lut_count:
@@ -288,12 +299,14 @@ class ComputeUnit:
 
         x = pyrtl.select(t1.zeroes, zero, local_data)
         switching = named(t1c[MM] & t1.switch & (t1_index == 0), f"{name}_tile_switch")
+        shift = {"shift": ~t2_enters & t1.shift} if dt.is_integer else {}
         array.input.drive(t1_enters | t2_enters, passthrough=~t1c[MM],
-                          data=pyrtl.select(t1c[MM], x, pyrtl.select(t2_enters, simd.out,
-                                                                     local_data)),
+                          data=pyrtl.select(t1c[MM], widen(x), pyrtl.select(
+                              t2_enters, simd.out, widen(local_data))),
                           tag=tag.pack(accumulate=pyrtl.select(t2_enters, t2.accumulate,
                                                                t1.accumulate),
-                                       addr=pyrtl.select(t2_enters, t2_oaddr, t1_oaddr)),
+                                       addr=pyrtl.select(t2_enters, t2_oaddr, t1_oaddr),
+                                       **shift),
                           switch=switching)
         if wl:
             # a switching MatMul issued now enters (and switches) next cycle: the loader may
@@ -312,7 +325,8 @@ class ComputeUnit:
 
         out_tag = tag.unpack(array.output.payload.tag)
         acc.write.drive(array.output.valid, addr=out_tag.addr, accumulate=out_tag.accumulate,
-                        data=array.output.payload.data)
+                        data=array.output.payload.data,
+                        **({"shift": out_tag.shift} if dt.is_integer else {}))
 
         # ---------------------------------------------------------------- status
         self.sequencer_entries = [SimpleNamespace(valid=e.valid, record=e.record, struct=rec)

@@ -43,10 +43,12 @@ def compute_struct(layout: Layout) -> Struct:
     leaves ``switch`` and ``token`` 0; the compute unit fills them in for a MatMul (the
     first after LoadWeights switches weight tiles once ``token`` LoadWeights are pushed)."""
     h = layout.hardware
+    shift = dict(shift=1) if layout.integer else {}        # a local→acc shift-in (0xE)
     return Struct(cls=3, zeroes=1, accumulate=1, read=1, write=1,
                   laddr=h.L, ls=h.S0, oaddr=h.A, os=h.S1, raddr=h.A, size=h.size,
                   op=h.op, left=h.R, right=h.R, dest=h.R, table=h.table,
-                  uses=1, writes=1, lo=h.L, hi=h.L, wraps=1, switch=1, token=TOKEN_BITS)
+                  uses=1, writes=1, lo=h.L, hi=h.L, wraps=1, switch=1, token=TOKEN_BITS,
+                  **shift)
 
 
 def dram_struct(layout: Layout) -> Struct:
@@ -215,6 +217,8 @@ class Decoder:
             kind[DataMoveKind.DRAM1_TO_LOCAL] | kind[DataMoveKind.LOCAL_TO_DRAM1]
         acc_kind = kind[DataMoveKind.ACC_TO_LOCAL] | kind[DataMoveKind.LOCAL_TO_ACC] | \
             kind[DataMoveKind.LOCAL_TO_ACC_ACCUMULATE]
+        if lay.integer:
+            acc_kind = acc_kind | kind[DataMoveKind.LOCAL_TO_ACC_SHIFT]
         reserved = is_move & ~(dram_kind | acc_kind)
         to_local = kind[DataMoveKind.DRAM0_TO_LOCAL] | kind[DataMoveKind.DRAM1_TO_LOCAL] | \
             kind[DataMoveKind.ACC_TO_LOCAL]
@@ -252,6 +256,10 @@ class Decoder:
         s_defined = (sop < lay.simd_op_count) if lay.simd_op_count < 1 << lay.simd_op_bits \
             else Const(1, 1)                            # a 4-bit op without LUTs: all defined
         depth = lay.simd_registers_depth
+        if lay.integer:                                 # Requantize reads R[right], R[right+1]
+            is_requant = sop == int(SimdOp.REQUANTIZE)
+            s_defined = s_defined | is_requant
+            s_defined = s_defined & ~(is_requant & ((right == 0) | (right >= depth)))
         regs_bad = Const(0, 1)
         if r and (1 << r) - 1 > depth:                  # a selector can name a missing register
             regs_bad = (left > depth) | (right > depth) | (dest > depth)
@@ -304,12 +312,14 @@ class Decoder:
         # LoadWeights reads top-down: start at the run's last address and step down
         laddr = pyrtl.select(is_lw, local.last, local.first)
         oaddr = pyrtl.select(is_simd, wr_run.first, acc_run.first)
+        shift = dict(shift=is_move & kind[DataMoveKind.LOCAL_TO_ACC_SHIFT]) \
+            if lay.integer else {}
         self.compute = compute_struct(lay).pack(
             cls=cls, zeroes=zeroes, accumulate=accumulate, read=s_read, write=s_write,
             laddr=laddr, ls=s0, oaddr=oaddr, os=s1, raddr=rd_run.first, size=count,
             op=sop, left=left, right=right, dest=dest, table=table,
             uses=self.local.uses, writes=writes_local, lo=local.lo, hi=local.hi,
-            wraps=local.wraps)
+            wraps=local.wraps, **shift)
         daddr = pyrtl.select(port, d1_run.first.zero_extended(f.D),
                              d0_run.first.zero_extended(f.D))
         self.dram = dram_struct(lay).pack(

@@ -65,8 +65,11 @@ def make_instruction(arch: Architecture, kind: str, seed: int, edgy: bool = True
                          edgy)
         return DataMove(k, la, ls, da, ds, size)
     if kind == "move_acc":
-        k = [DataMoveKind.ACC_TO_LOCAL, DataMoveKind.LOCAL_TO_ACC,
-             DataMoveKind.LOCAL_TO_ACC_ACCUMULATE][int(rng.integers(0, 3))]
+        kinds = [DataMoveKind.ACC_TO_LOCAL, DataMoveKind.LOCAL_TO_ACC,
+                 DataMoveKind.LOCAL_TO_ACC_ACCUMULATE]
+        if lay.integer:
+            kinds.append(DataMoveKind.LOCAL_TO_ACC_SHIFT)
+        k = kinds[int(rng.integers(0, len(kinds)))]
         la, ls, size = _run(rng, arch.local_depth, lay.L, 10, s0, edgy)
         aa, as_, _ = _run(rng, arch.accumulator_depth, lay.A, 10, s1, edgy)
         return DataMove(k, la, ls, aa, as_, size)
@@ -84,12 +87,15 @@ def make_instruction(arch: Architecture, kind: str, seed: int, edgy: bool = True
         return MatMul(la, ls, aa, as_, size, bool(rng.random() < 0.5), bool(rng.random() < 0.1))
     regs = arch.simd_registers_depth
     if kind == "simd":
-        ops = list(range(1, 16)) + ([16] * 3 if arch.lut_count else [])
+        ops = list(range(1, 16)) + ([16] * 3 if arch.lut_count else []) + \
+            ([17] * 4 if lay.integer and regs >= 2 else [])
         op = int(rng.choice(ops)) if rng.random() < 0.95 or not edgy else 0
         top = regs - (arch.lut_count if op == 16 else 0)
         reg = lambda hi: int(rng.integers(0, max(hi, 0) + 1))   # noqa: E731
         read, write = bool(rng.random() < 0.8), bool(rng.random() < 0.7)
-        return SIMD(op, reg(regs), reg(regs), reg(top),
+        right = int(rng.integers(1, regs)) if op == 17 and (rng.random() < 0.95 or not edgy) \
+            else reg(regs)                      # Requantize: parameters and bias registers
+        return SIMD(op, reg(regs), right, reg(top),
                     read_address=int(rng.integers(0, arch.accumulator_depth)),
                     write_address=int(rng.integers(0, arch.accumulator_depth)),
                     read=read, write=write, accumulate=bool(rng.random() < 0.3))

@@ -31,6 +31,9 @@ ARCHS = {
     "n3_fp32": Architecture("FP32BP16", 3, 64, 64, 32, 16, 1, 2, 4),
     "n2_fp18": Architecture("FP18BP10", 2, 64, 64, 40, 16, 3, 4, 4),
     "n8_fp16": Architecture("FP16BP8", 8, 64, 64, 64, 32, 1, 2, 2),
+    "n4_int8_lut": Architecture("INT8", 4, 64, 64, 64, 32, 3, 4, 4, lut_count=1,
+                                lut_depth=8),
+    "n2_int16": Architecture("INT16", 2, 64, 64, 48, 16, 2, 2, 4),
 }
 XOR_NAMES = ["xor_2x2_memory256", "xor_2x2_memory256_batch4", "xor_2x2_memory256_batch16",
              "xor_4x4_memory256", "xor_2x2_memory64K", "xor4_4x4_memory256",
@@ -460,3 +463,33 @@ def test_counters_at_marks():
     assert not diffs and plain.cycles == marked.cycles
     with pytest.raises(ValueError, match="increasing"):
         core.run(program, timing=timing, marks=[3, 1])
+
+
+@pytest.mark.parametrize("dtype", ["INT8", "INT16"])
+def test_integer_layer_on_the_core(dtype):
+    """An integer layer as the compiler will emit it: wide parameters and bias shifted into
+    the accumulators, moved to registers, MatMul column sums, Requantize in place, the move
+    to local memory that narrows, a store; on the core, every memory as the emulator's."""
+    from tcu_hw import numeric
+    from .test_emulator_integer import load_wide, make
+    emu = make(data_type=dtype, array_size=4)
+    arch = emu.arch
+    dt = arch.dtype
+    rng = np.random.default_rng(9)
+    m, s = numeric.requantize_parameters(rng.uniform(0.2, 2, 4) / (4 * dt.max_raw), dt)
+    params = numeric.pack_requantize(m, s, rng.integers(-5, 5, 4), dt)
+    bias = rng.integers(-dt.max_raw ** 2, dt.max_raw ** 2, 4)
+    emu.write_local(0, np.vstack([np.zeros(4, np.int64),
+                                  rng.integers(dt.min_raw, dt.max_raw + 1, (4, 4))]))
+    emu.write_local(10, rng.integers(dt.min_raw, dt.max_raw + 1, (6, 4)))
+    program = load_wide(emu, params, acc=20) + load_wide(emu, bias, acc=21, local=50) + [
+        SIMD(SimdOp.MOVE, 0, 0, 1, read=True, read_address=20),
+        SIMD(SimdOp.MOVE, 0, 0, 2, read=True, read_address=21),
+        LoadWeights(0, 0, 4), MatMul(10, 0, 0, 0, 5)]
+    program += [SIMD(SimdOp.REQUANTIZE, 0, 1, 0, read=True, write=True, read_address=v,
+                     write_address=v) for v in range(6)]
+    program += [DataMove(K.ACC_TO_LOCAL, 30, 0, 0, 0, 5), DataMove(K.LOCAL_TO_DRAM0, 30, 0, 8, 0, 5)]
+    images = Images(local={0: emu.local.copy()})
+    result = check(arch, program, images)
+    out = cached_core(arch).read_dram0(8, 6)
+    assert len(set(out.ravel().tolist())) > 8 and result.cycles > 0

@@ -61,6 +61,9 @@ RANDOM_ARCHS = {
     "n4_fp8_lut_odd": (Architecture("FP8BP4", 4, 100, 128, 60, 24, 4, 8, 2, lut_count=2,
                                     lut_depth=6), 32),
     "n8_fp16_axi64": (Architecture("FP16BP8", 8, 64, 64, 64, 32, 1, 2, 2), 64),
+    "n4_int8_lut_axi32": (Architecture("INT8", 4, 64, 64, 64, 32, 3, 4, 4, lut_count=1,
+                                       lut_depth=8), 32),
+    "n2_int16_axi32": (Architecture("INT16", 2, 64, 64, 48, 16, 2, 2, 4), 32),
 }
 
 

@@ -80,9 +80,15 @@ def load_error(path: Path) -> str:
 
 # ------------------------------------------------------------------------ presets
 
-def test_presets_list_the_six_boards():
-    assert set(PRESETS) == set(SPEC_BOARDS)
-    assert {p.stem for p in PRESET_DIR.glob("*.tarch")} == set(SPEC_BOARDS)
+def test_presets_list_the_six_boards_and_their_integer_variants():
+    assert set(PRESETS) >= set(SPEC_BOARDS)
+    assert {p.stem for p in PRESET_DIR.glob("*.tarch")} == set(PRESETS)
+    for name in set(PRESETS) - set(SPEC_BOARDS):
+        board, kind = name.rsplit("_", 1)
+        arch, base = preset(name), preset(board)
+        assert arch.data_type == kind.upper() and arch.dtype.is_integer
+        assert arch.differences(base) == [f"data_type {arch.data_type} vs FP16BP8",
+                                          "simd_registers_depth 2 vs 1"]
 
 
 @pytest.mark.parametrize("name", sorted(SPEC_BOARDS))
