@@ -2,8 +2,9 @@
 
 An :class:`Architecture` is immutable and always valid: every constructor path checks every
 key and reports all problems at once, naming the file and the key and saying what is allowed.
-Presets for Tensil's six boards ship as `.tarch` files in ``tcu_hw/archs/`` and are accepted by
-name wherever a `.tarch` path is (:func:`resolve_arch`).
+Presets for Tensil's six boards, and integer variants of two of them (INT8, INT16;
+docs/integer.md), ship as `.tarch` files in ``tcu_hw/archs/`` and are accepted by name
+wherever a `.tarch` path is (:func:`resolve_arch`).
 
 :class:`Options` holds what is implementation, not architecture: AXI data width, memory
 implementation, reset polarity, sampler block size and decoder timeout.
@@ -47,7 +48,7 @@ RANGES = {
 PRESET_DIR = Path(__file__).with_name("archs")
 #: Built-in architectures, usable by name wherever a `.tarch` path is accepted: Tensil's six
 #: boards, then integer variants (docs/integer.md: the board's memories, INT8 or INT16, and
-#: the two SIMD registers Requantize reads).
+#: four SIMD registers: Requantize's parameters and bias, and two for clamps or tables).
 PRESETS = ("pynqz1", "ultra96v2", "zcu104", "zcu104_uram", "artya7100t", "cmoda7",
            "pynqz1_int8", "ultra96v2_int8", "ultra96v2_int16")
 

@@ -368,11 +368,12 @@ def requantize_parameters(scale, dt: DataType) -> tuple[np.ndarray, np.ndarray]:
     """``(M, s)`` per element for float scales ``S > 0`` (as float32, as onnxruntime keeps
     them): ``s`` the largest shift in 0..63 with ``round(S * 2**s) < 2**(W + 8)`` and
     ``M = round_half_even(S * 2**s)`` (exact: a float32 times a power of two is exact in
-    float64). ValueError for a scale that is not positive and finite, or ``>= 2**(W + 8)``."""
+    float64). ValueError for a scale that is not positive and finite, or that rounds to
+    ``2**(W + 8)`` or more (``S >= 2**(W + 8) - 1/2``)."""
     bits = requantize_fields(dt).multiplier_bits
     S = np.asarray(scale, dtype=np.float32).astype(np.float64)
-    if not np.isfinite(S).all() or (S <= 0).any() or (S >= 2.0 ** bits).any():
-        raise ValueError(f"requantize scales must be finite, > 0 and < 2**{bits} for "
+    if not np.isfinite(S).all() or (S <= 0).any() or (S >= 2.0 ** bits - 0.5).any():
+        raise ValueError(f"requantize scales must be finite, > 0 and < 2**{bits} - 1/2 for "
                          f"{dt.name}")
     _, e = np.frexp(S)                                   # S = f * 2**e, f in [0.5, 1)
     s = np.minimum(bits - e, 63)

@@ -54,8 +54,12 @@ def integer_lane(a: WireVector, b: WireVector, bias: WireVector, op: WireVector,
     lhs = pyrtl.select(requant, y, a.sign_extended(aw + 1))
     rhs = pyrtl.select(requant, m, fixed.saturate(b, mw))
     prod = pyrtl.signed_mult(lhs, rhs)                      # (aw + 1) + mw bits, exact
-    pw = max(prod.bitwidth, (1 << SHIFT_BITS)) + 1            # room for 2^(s-1), s <= 63
+    pw = prod.bitwidth + 1
     s = b[f.shift_lo:f.shift_lo + SHIFT_BITS]
+    # |prod| < 2^(pw-2): any shift of pw - 1 or more rounds it to 0, as pw - 1 itself does,
+    # so the shifter is only pw bits wide
+    if pw - 1 < (1 << SHIFT_BITS) - 1:
+        s = pyrtl.select(s > pw - 1, Const(pw - 1, SHIFT_BITS), s)
     zp = b[f.zero_point_lo:f.zero_point_lo + f.zero_point_bits]
     half = pyrtl.shift_right_logical(pyrtl.shift_left_logical(Const(1, pw), s), Const(1, 1))
     mask = ~pyrtl.shift_left_logical(Const((1 << pw) - 1, pw), s)

@@ -88,7 +88,7 @@ def test_presets_list_the_six_boards_and_their_integer_variants():
         arch, base = preset(name), preset(board)
         assert arch.data_type == kind.upper() and arch.dtype.is_integer
         assert arch.differences(base) == [f"data_type {arch.data_type} vs FP16BP8",
-                                          "simd_registers_depth 2 vs 1"]
+                                          "simd_registers_depth 4 vs 1"]
 
 
 @pytest.mark.parametrize("name", sorted(SPEC_BOARDS))

@@ -119,7 +119,7 @@ def test_requantize_ties_go_to_even():
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.floats(2.0 ** -40, 255.0, allow_nan=False, width=32))
+@given(st.floats(2.0 ** -40, 65535.0, allow_nan=False, width=32))
 def test_requantize_parameters_keep_w_plus_8_bits(scale):
     for dt in TYPES:
         bits = numeric.requantize_fields(dt).multiplier_bits
@@ -132,7 +132,7 @@ def test_requantize_parameters_keep_w_plus_8_bits(scale):
 
 
 def test_requantize_parameters_refuse_what_they_cannot_hold():
-    for bad in (0.0, -1.0, float("inf"), float("nan"), 2.0 ** 16):
+    for bad in (0.0, -1.0, float("inf"), float("nan"), 2.0 ** 16, 65535.5):
         with pytest.raises(ValueError, match="scales must be"):
             numeric.requantize_parameters([bad], INT8)
 

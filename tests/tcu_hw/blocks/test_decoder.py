@@ -15,7 +15,7 @@ from tcu_hw.arch import Architecture, preset
 from tcu_hw.blocks.decoder import (A2L, L2A, LUT, LW, MM, SIMD_CLS, Decoder, compute_struct,
                                    dram_struct)
 from tcu_hw.isa import (SIMD, Configure, DataMove, DataMoveKind, Illegal, LoadLUT, LoadWeights,
-                        MatMul, NoOp, Opcode)
+                        MatMul, NoOp, Opcode, SimdOp)
 
 from ...conftest import requires_gcc
 
@@ -31,6 +31,12 @@ ARCHS = {
     "no_strides": Architecture("FP16BP8", 2, dram0_depth=64, dram1_depth=64, local_depth=64,
                                accumulator_depth=32, simd_registers_depth=1, stride0_depth=1,
                                stride1_depth=1),
+    "int8_lut": Architecture("INT8", 4, dram0_depth=64, dram1_depth=64, local_depth=60,
+                             accumulator_depth=24, simd_registers_depth=3, stride0_depth=4,
+                             stride1_depth=2, lut_count=1, lut_depth=8),
+    "int16_d2": Architecture("INT16", 2, dram0_depth=64, dram1_depth=64, local_depth=64,
+                             accumulator_depth=32, simd_registers_depth=2, stride0_depth=2,
+                             stride1_depth=2),
 }
 WORDS = 400
 
@@ -53,6 +59,9 @@ def random_words(arch: Architecture, count: int, rng) -> list[int]:
         flags = int(rng.integers(0, 16))
         if opcode == Opcode.DATA_MOVE and rng.random() < 0.7:
             flags = int(rng.choice([int(k) for k in DataMoveKind]))
+        if opcode == Opcode.SIMD and lay.integer and rng.random() < 0.3:   # Requantize
+            at = f.operand2.shift + 3 * lay.R
+            word = (word & ~(0x1F << at)) | (int(SimdOp.REQUANTIZE) << at)
         words.append(word | (opcode << f.opcode.shift) | (flags << f.flags.shift))
     return words
 
@@ -154,7 +163,7 @@ def spec_fields(lay, word: int) -> dict:
             "stride1": (o1 >> lay.op1_addr_bits) & m(lay.S1),
             "size": o2 & m(lay.op2_addr_bits), "simd_dest": o2 & m(r),
             "simd_right": (o2 >> r) & m(r), "simd_left": (o2 >> 2 * r) & m(r),
-            "simd_op": (o2 >> 3 * r) & m(4 + (lay.lut_count > 0)),
+            "simd_op": (o2 >> 3 * r) & m(4 + (lay.lut_count > 0 or lay.integer)),
             "config_register": area & 0xF, "config_value": (area >> 4) & m(28)}
 
 
@@ -183,7 +192,9 @@ def compute_record(lay, instr) -> dict:
     return dict(laddr=mod(instr.local_address, lay.L), ls=instr.local_stride,
                 oaddr=mod(instr.other_address, lay.A), os=instr.other_stride, size=instr.size,
                 accumulate=int(kind == DataMoveKind.LOCAL_TO_ACC_ACCUMULATE),
-                cls=A2L if kind.to_local else L2A)
+                cls=A2L if kind.to_local else L2A,
+                **({"shift": int(kind == DataMoveKind.LOCAL_TO_ACC_SHIFT)}
+                   if lay.integer else {}))
 
 
 def _unpack(struct, value) -> dict:

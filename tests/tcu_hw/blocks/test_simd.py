@@ -103,6 +103,13 @@ def random_steps(arch, count, rng, ops):
         top = depth - (arch.lut_count if op == SimdOp.LOOKUP else 0)
         right = int(rng.integers(1, depth)) if op == SimdOp.REQUANTIZE else \
             int(rng.integers(0, depth + 1))
+        if op == SimdOp.REQUANTIZE and rng.random() < 0.5:     # load real parameters first
+            f = numeric.requantize_fields(arch.dtype)
+            params = numeric.pack_requantize(
+                rng.integers(0, 1 << f.multiplier_bits, n), rng.integers(0, 64, n),
+                rng.integers(arch.dtype.min_raw, arch.dtype.max_raw + 1, n), arch.dtype)
+            steps.append(dict(valid=1, op=int(SimdOp.MOVE), left=0, right=0, dest=right,
+                              input=params.tolist()))
         steps.append(dict(valid=1, op=op, left=int(rng.integers(0, depth + 1)), right=right,
                           dest=int(rng.integers(0, top + 1)), input=vec))
     return steps
@@ -163,4 +170,26 @@ def test_integer_lookup_compares_wide_values_with_narrow_keys():
              for t, table in enumerate([keys, rng.integers(-128, 128, 8).tolist()])
              for j in range(2)]
     steps += random_steps(arch, 300, rng, [SimdOp.LOOKUP, SimdOp.MOVE, SimdOp.SUBTRACT])
+    check(arch, steps)
+
+
+@pytest.mark.parametrize("dtype", ["INT8", "INT16"])
+def test_requantize_ties_and_edges_on_the_lanes(dtype):
+    """Exact ties at shifts 1..9 and at the widths' edges (31, 47, 48, 62, 63), M of 0 and
+    its largest value, zero points and biases at their limits: round half to even, not
+    half up, and saturation, lane for lane."""
+    arch = Architecture(**{**BASE, "data_type": dtype, "simd_registers_depth": 3})
+    dt, at, n = arch.dtype, arch.dtype.accumulator, arch.array_size
+    mmax = (1 << numeric.requantize_fields(dt).multiplier_bits) - 1
+    steps = []
+    for s in list(range(0, 10)) + [31, 47, 48, 62, 63]:
+        h = 1 << max(s - 1, 0)
+        lefts = [h, 3 * h, -h, -3 * h] if s < at.width - 2 else [at.max_raw, at.min_raw, -1, 1]
+        for m, zp, bias in ((1, 0, 0), (1, dt.max_raw, 0), (mmax, dt.min_raw, at.max_raw),
+                            (0, -1, at.min_raw), (mmax, 0, at.min_raw)):
+            params = numeric.pack_requantize([m] * n, [s] * n, [zp] * n, dt).tolist()
+            steps += [dict(valid=1, op=SimdOp.MOVE, left=0, right=0, dest=1, input=params),
+                      dict(valid=1, op=SimdOp.MOVE, left=0, right=0, dest=2, input=[bias] * n),
+                      dict(valid=1, op=SimdOp.REQUANTIZE, left=0, right=1, dest=3,
+                           input=lefts[:n])]
     check(arch, steps)
