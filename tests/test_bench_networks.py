@@ -20,8 +20,10 @@ sys.path.append(str(ROOT / "bench"))
 import networks  # noqa: E402  (bench/ is a folder of scripts)
 import precision  # noqa: E402
 
+#: reduced sizes; ResNet-50 v2 at 128 keeps a 4×4 map in its last stage (at 32 its batch
+#: norms there see one pixel per sample, and an input unlike those four blows up)
 SMALL = [("resnet20v2", 16), ("yolov4_tiny", 64), ("mobilenetv2", 32),
-         pytest.param("resnet50v2", 32, marks=pytest.mark.slow)]
+         pytest.param("resnet50v2", 128, marks=pytest.mark.slow)]
 
 
 @pytest.mark.parametrize("name,size", SMALL)
