@@ -25,7 +25,8 @@ import numpy as np
 
 from compiler_lite.plan import STRATEGIES
 from tcu_hw.cli import (add_arch, add_axi_width, add_input_shapes, add_inputs, add_model,
-                        add_quiet, add_target_dir, pc_around, pc_window, plain)
+                        add_quiet, add_target_dir, pc_around, pc_window, plain,
+                        positive)
 from tcu_hw.errors import ArtifactError, run_cli
 from tcu_hw.files import check_writable
 from tcu_hw.progress import Progress
@@ -53,7 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_target_dir(p, "keep the compiled artifacts here (default: a temporary directory)",
                    aliases=("--target",))
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
-    p.add_argument("--samples", type=_positive, default=1, metavar="N",
+    p.add_argument("--samples", type=positive, default=1, metavar="N",
                    help="random inputs: N samples, run one after another (default 1); the "
                         "error figures and top-1/top-5 agreement are over all of them")
     p.add_argument("--latency", type=int, default=20, metavar="CYCLES",
@@ -84,16 +85,6 @@ def _tolerance(text: str) -> float:
         value = float("nan")
     if not value >= 0 or value == float("inf"):
         raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text!r}")
-    return value
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
     return value
 
 

@@ -84,6 +84,17 @@ def _not_a_shape(text: str) -> str:
     return text
 
 
+def positive(text: str) -> int:
+    """A whole number >= 1 (counts such as ``--samples``)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+    return value
+
+
 def boolean(text: str) -> bool:
     """``true``/``yes``/``1``/``on`` or ``false``/``no``/``0``/``off``, in any case."""
     t = text.lower()

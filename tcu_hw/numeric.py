@@ -156,14 +156,21 @@ def clip_bits(q, bits: int) -> np.ndarray:
     return np.clip(np.asarray(q, dtype=np.int64), -(1 << (bits - 1)), (1 << (bits - 1)) - 1)
 
 
-def _round_shift(m: np.ndarray, bp: int) -> np.ndarray:
-    """``m >> bp`` rounded to nearest, ties to even (m is an int64 array; bp 0: m itself)."""
-    if bp == 0:
-        return m
-    half = 1 << (bp - 1)
-    q = m >> bp
-    rem = m & ((1 << bp) - 1)
-    return q + ((rem > half) | ((rem == half) & (q & 1).astype(bool)))
+def _round_shift(m: np.ndarray, s) -> np.ndarray:
+    """``m / 2**s`` rounded to nearest, ties to even: the one rounding rule of MAC and
+    Requantize. ``s`` >= 0 is one shift or one per element (s = 0: m itself); ``m`` is int64,
+    or Python integers in an object array."""
+    if np.ndim(s) == 0:
+        if s == 0:
+            return m
+        half = 1 << (s - 1)
+        up = s > 0
+    else:
+        half = np.where(s > 0, 1 << np.maximum(s - 1, 0), 0)
+        up = s > 0
+    q = m >> s
+    rem = m - (q << s)
+    return q + (up & ((rem > half) | ((rem == half) & ((q & 1) == 1)))).astype(np.int64)
 
 
 def mac(x, y, z, dt: DataType, sat: Saturations | None = None) -> np.ndarray:
@@ -318,16 +325,6 @@ def unpack_requantize(params, dt: DataType) -> tuple[np.ndarray, np.ndarray, np.
     return m, s, z
 
 
-def _round_shift_lanes(p: np.ndarray, s: np.ndarray) -> np.ndarray:
-    """``p / 2**s`` rounded to nearest, ties to even, per element (``s`` >= 0 per element;
-    ``p`` int64 or Python integers in an object array)."""
-    q = p >> s
-    rem = p - (q << s)
-    half = np.where(s > 0, 1 << np.maximum(s - 1, 0), 0)
-    up = (s > 0) & ((rem > half) | ((rem == half) & ((q & 1) == 1)))
-    return q + up.astype(np.int64)
-
-
 def requantize(left, params, bias, dt: DataType, sat: Saturations | None = None
                ) -> np.ndarray:
     """The SIMD Requantize op of integer type ``dt``, lane-wise on accumulator-type raw values:
@@ -343,7 +340,7 @@ def requantize(left, params, bias, dt: DataType, sat: Saturations | None = None
     y = _raw(left, at) + _raw(bias, at)
     if at.width + 1 + requantize_fields(dt).multiplier_bits > 62:
         y, m, s = (np.asarray(v).astype(object) for v in (y, m, s))
-    r = _round_shift_lanes(y * m, s) + z
+    r = _round_shift(y * m, s) + z
     if r.dtype == object:       # out of range stays out of range: saturate() counts it
         r = np.array(np.clip(r, at.min_raw - 1, at.max_raw + 1), dtype=np.int64)
     return saturate(r, at, sat)

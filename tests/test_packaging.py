@@ -125,11 +125,18 @@ def test_the_test_extras_are_installed(req):
 
 
 def test_ci_runs_the_readme_command_in_its_own_environment():
+    """.ci/run's commands (comments aside) are the README's test line split at its ``&&``:
+    the install step, then ``pip freeze``, then the test step; in a virtual environment of
+    its own made in a temporary directory."""
     readme = (ROOT / "README.md").read_text()
     commands = re.findall(r'^python -m pip install -e "\.\[test\]" && .+$', readme, re.M)
     assert len(commands) == 1, "README.md: one line installs [test] and runs the tests"
+    install, test = commands[0].split(" && ")
     ci = (ROOT / ".ci" / "run").read_text()
-    assert "venv" in ci and "mktemp -d" in ci, ".ci/run makes its own virtual environment"
-    assert "README.md" in ci and "pip freeze" in ci
-    assert "pip install" not in ci.replace("pip install -e", ""), \
-        ".ci/run installs nothing but what the README's command installs"
+    lines = [line.strip() for line in ci.splitlines()
+             if line.strip() and not line.lstrip().startswith("#")]
+    runs = [line for line in lines if line.startswith("python -m ")]
+    assert runs == [install, "python -m pip freeze --all", test], runs
+    assert any(line.startswith("python3 -m venv") for line in lines)
+    assert any("mktemp -d" in line for line in lines)
+    assert lines.index(next(x for x in lines if x.startswith("source "))) < lines.index(install)

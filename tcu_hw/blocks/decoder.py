@@ -182,9 +182,13 @@ class Decoder:
             ``flags`` (4), ``address0`` ... ``config_register`` (4), ``config_value``;
             zero-width fields are a 1-bit 0).
         to_compute, to_dram, is_configure, error: the class of the instruction (1 bit each).
+            With an integer data type (``layout.integer``, docs/integer.md) SIMD op 17
+            (Requantize) is defined when its ``right`` is 1..registers-1, and DataMove 0xE
+            (local → accumulators, shift in) is a compute move; elsewhere both are errors.
         drop: 1 bit, the instruction retires without a unit: a NoOp, a SIMD NoOp, an error.
         compute, dram: the packed records for the compute unit and the DRAM engine
-            (:func:`compute_struct`, :func:`dram_struct`).
+            (:func:`compute_struct`, :func:`dram_struct`; with an integer type the compute
+            record also carries ``shift``).
         local: ``uses``, ``writes`` (1 bit each), ``lo``, ``hi`` (L bits): the local-memory
             range the instruction touches, for hazard checks.
     """
