@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 from pathlib import Path
 
 from tcu_hw.cli import (add_arch, add_input_shapes, add_inputs, add_model, add_quiet,
@@ -20,6 +21,7 @@ from tcu_hw.progress import Progress
 from .compile import RESIZE_MODES, compile_model
 from .frontend import parse_input_shapes
 from .plan import STRATEGIES
+from .quantize import KINDS
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -54,6 +56,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "on the batch axis): print how far the compiled model is from float "
                         "on them (max|err|, rms(error)/std(output), top-1/top-5 agreement; "
                         "the golden emulator against onnxruntime)")
+    p.add_argument("--quantize", choices=sorted(KINDS), metavar="int8|int16",
+                   help="quantize a float model first with onnxruntime's quantize_static "
+                        "(QDQ: per-channel symmetric weights, activations with zero points, "
+                        "calibrated on --calibrate's samples); the architecture's data type "
+                        "must be INT8 or INT16 to match")
     add_quiet(p, "no progress on standard error")
     return p
 
@@ -73,8 +80,13 @@ def _compile(args, out, progress) -> int:
         from .golden import read_inputs
         golden_inputs = read_inputs(args.inputs) if args.inputs else None
         calibration = read_inputs(args.calibrate) if args.calibrate else None
-    c = compile_model(args.model, args.arch, outputs=outputs, input_shapes=shapes,
-                      strategy=args.strategy, resize_mode=args.resize_mode, progress=progress)
+    with tempfile.TemporaryDirectory(prefix="quantize_") as scratch:
+        model = args.model
+        if args.quantize:
+            model = _quantized(args, calibration, scratch, progress)
+        c = compile_model(model, args.arch, outputs=outputs, input_shapes=shapes,
+                          strategy=args.strategy, resize_mode=args.resize_mode,
+                          model_file=args.model, progress=progress)
     for note in c.graph.assumed_dims:
         print(f"note: {note}", file=sys.stderr)
     files = c.files(asm=args.tasm)
@@ -115,6 +127,22 @@ def _compile(args, out, progress) -> int:
     return 0
 
 
+def _quantized(args, calibration, scratch, progress) -> str:
+    """The QDQ model of ``args.model`` (:func:`.quantize.quantize_model`), in ``scratch``."""
+    from tcu_hw.arch import resolve_arch
+    from tcu_hw.errors import CompileError
+    from .quantize import quantize_model
+    if calibration is None:
+        raise CompileError(f"--quantize {args.quantize} needs --calibrate SAMPLES.npz "
+                           f"(representative inputs for onnxruntime's calibration)")
+    arch = resolve_arch(args.arch)
+    if arch.data_type != KINDS[args.quantize]:
+        raise CompileError(f"--quantize {args.quantize} needs an architecture of data type "
+                           f"{KINDS[args.quantize]}; {args.arch} is {arch.data_type}")
+    progress(f"quantizing to {args.quantize} with onnxruntime")
+    return str(quantize_model(args.model, args.quantize, calibration, scratch))
+
+
 def precision_report(c, model, samples) -> str:
     """The PRECISION table of ``c`` (compiled from ``model``) on ``samples``: the golden
     emulator (through :class:`sim.driver.Driver`, which runs a batch as runs, on the
@@ -134,7 +162,7 @@ def precision_report(c, model, samples) -> str:
     names = [t.name for t in c.outputs]
     ref = onnxruntime_outputs(model, samples, names)
     dt = c.arch.dtype
-    rows = compare_outputs(got.outputs, ref, None if dt.is_float else dt.error, got.runs)
+    rows = compare_outputs(got.outputs, ref, c.output_lsb, got.runs)
     lines = [RULE, f"PRECISION on {got.runs} calibration sample(s): {dt.name} against float "
              f"(onnxruntime)", RULE, accuracy_table(rows)]
     if got.input_saturations:

@@ -89,11 +89,14 @@ def output_accuracy(name: str, got, ref, lsb: float | None = None,
 def compare_outputs(got: Mapping[str, np.ndarray], ref: Mapping[str, np.ndarray],
                     lsb: float | None = None, samples: int | None = None
                     ) -> list[OutputAccuracy]:
-    """:func:`output_accuracy` of every output of ``ref``, in its order."""
+    """:func:`output_accuracy` of every output of ``ref``, in its order. ``lsb``: one LSB
+    for every output, or {output: LSB} (a quantized model's outputs have scales of their
+    own)."""
     missing = [k for k in ref if k not in got]
     if missing:
         raise ValueError(f"no result for output(s) {missing}")
-    return [output_accuracy(k, got[k], ref[k], lsb, samples) for k in ref]
+    per = lsb if isinstance(lsb, Mapping) else {k: lsb for k in ref}
+    return [output_accuracy(k, got[k], ref[k], per.get(k), samples) for k in ref]
 
 
 def _percent(x: float | None, digits: str = ".1f") -> str:

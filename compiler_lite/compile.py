@@ -26,6 +26,7 @@ from .frontend import Graph, load_graph
 from .lower import Lowering, check_graph
 from .plan import STRATEGIES, MemoryPlan, Planner
 from .prescale import prescale
+from .quant import integer_graph, is_quantized
 
 RESIZE_MODES = ("onnx", "tensil")
 
@@ -51,6 +52,14 @@ class Compiled:
     @property
     def consts_to_local(self) -> bool:
         return self.plan.consts_to_local
+
+    @property
+    def output_lsb(self) -> dict[str, float | None]:
+        """One LSB of each output as a float: the output's scale for an integer type, the
+        fixed-point step otherwise, None for FLOAT32."""
+        dt = self.arch.dtype
+        return {t.name: t.scale if t.scale is not None else
+                (None if dt.is_float else dt.error) for t in self.outputs}
 
     def tmodel(self, directory: Path = Path(".")) -> TModel:
         prog_bytes = len(self.program) * self.arch.layout.instruction_bytes
@@ -115,17 +124,15 @@ def compile_model(model, arch, outputs=None, input_shapes=None, strategy: str = 
     spec = arch
     arch = arch if isinstance(arch, Architecture) else resolve_arch(arch)
     file_name = model_file or (str(model) if isinstance(model, (str, Path)) else "model.onnx")
-    if arch.dtype.is_integer:
-        raise CompileError(f"{file_name}: data type {arch.data_type}: the compiler does not "
-                           f"lower models to integer types yet (their instructions and "
-                           f"arithmetic are in docs/integer.md; the emulator and the "
-                           f"hardware run them); choose FP16BP8, FP18BP10 or FP32BP16")
+    integer = arch.dtype.is_integer
     say = progress or (lambda what: None)
     say(f"loading {file_name}")
-    g = load_graph(model, input_shapes, outputs, source=file_name)
+    g = load_graph(model, input_shapes, outputs, source=file_name, keep_dequantize=integer)
+    if integer:
+        g = _integer(g, arch, file_name)
     check_graph(g, arch)
     say(f"lowering {len(g.nodes)} nodes")
-    low = Lowering(prescale(g, arch.dtype), arch, resize_mode)
+    low = Lowering(g if integer else prescale(g, arch.dtype), arch, resize_mode)
     low.run()
     say(f"planning memory for {len(low.layers)} layers")
     planner = Planner(arch, low.space, low.layers, strategy, source=file_name)
@@ -144,7 +151,21 @@ def compile_model(model, arch, outputs=None, input_shapes=None, strategy: str = 
                     plan, time.perf_counter() - t0, g.notes + low.notes, resize_mode)
 
 
+def _integer(g: Graph, arch: Architecture, file_name: str) -> Graph:
+    """The integer graph of a quantized model (:mod:`compiler_lite.quant`)."""
+    if not is_quantized(g):
+        raise CompileError(f"{file_name}: data type {arch.data_type} needs a quantized model "
+                           f"(QDQ, as onnxruntime.quantization.quantize_static writes it, or "
+                           f"QLinearConv/QLinearMatMul); this one is float: quantize it with "
+                           f"--quantize {arch.data_type.lower()} --calibrate SAMPLES.npz, or "
+                           f"choose a fixed-point type (FP16BP8, FP18BP10, FP32BP16)")
+    return integer_graph(g, arch.dtype)
+
+
 def _io(low: Lowering, b, name: str | None = None) -> TensorLayout:
     name = name or b.name
     shape = low.g.shape(name)
-    return TensorLayout(name, tuple(shape), tuple(b.order), b.home[1], b.vectors)
+    q = low.g.io_quant.get(name)
+    return TensorLayout(name, tuple(shape), tuple(b.order), b.home[1], b.vectors,
+                        None if q is None else float(q.scale),
+                        0 if q is None else int(q.zero_point))

@@ -185,7 +185,7 @@ class Emitter:
         staged = [b for b in self._sources(layer) if b.home[0] != "local"]
         to_local = self.plan.consts_to_local
         arena_lo, arena_hi = self.plan.local_top[li], self.arch.local_depth - 1
-        fixed_local = 0 if to_local else lc.simd_count + lc.lut_vectors
+        fixed_local = 0 if to_local else lc.simd_local + lc.lut_vectors
         ranges_of = ranges_fn(layer, acc_bufs)
         spans_of = spans_fn(self.space, layer, staged)
         search = PartitionSearch(F, staged, ranges_of, spans_of, lc, arena_hi - arena_lo,
@@ -237,15 +237,16 @@ class Emitter:
     def _prologue(self, lc: LayerConsts, mode: str, arena: Arena, st: LayerStats) -> None:
         """Constants into local memory (from DRAM1) and the accumulators; resident tiles."""
         to_local = self.plan.consts_to_local
-        block = lc.simd_count + lc.lut_vectors
+        block = lc.simd_local + lc.lut_vectors
         if block and not to_local:
             self.move(DataMoveKind.DRAM1_TO_LOCAL, arena.consts, lc.base, block)
-        if lc.simd_count:
-            self.move(DataMoveKind.LOCAL_TO_ACC, arena.consts, 0, lc.simd_count)
+        for d in range(lc.simd_digits if lc.simd_count else 0):
+            kind = DataMoveKind.LOCAL_TO_ACC_SHIFT if d else DataMoveKind.LOCAL_TO_ACC
+            self.move(kind, arena.consts + d * lc.simd_count, 0, lc.simd_count)
         if mode == "all" and lc.tile_vectors:
             self.move(DataMoveKind.DRAM1_TO_LOCAL, arena.tiles, lc.tile_base, lc.tile_vectors)
         st.dram_vectors += 0 if to_local else \
-            lc.simd_count + (lc.tile_vectors if mode == "all" else 0)
+            lc.simd_local + (lc.tile_vectors if mode == "all" else 0)
 
     def _load_sources(self, job: LayerJob, p: int) -> None:
         """DRAM → local loads of partition ``p``'s staged sources."""

@@ -64,6 +64,8 @@ class Graph:
     resize_scales: dict = field(default_factory=dict)
     #: dynamic input dimensions that were given a value no one asked for (the batch: 1)
     assumed_dims: list[str] = field(default_factory=list)
+    #: a quantized model's inputs and outputs: name → (scale, zero point) (quant.QParams)
+    io_quant: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._consumers: dict[str, list[Node]] = {}
@@ -116,7 +118,9 @@ def parse_input_shapes(text: str | Sequence[str] | None) -> dict[str, tuple[int,
 
 # --------------------------------------------------------------------------------- loading
 
-def _load(model, source: str):
+def load_model(model, source: str):
+    """A ModelProto from a path (or the ModelProto itself); CompileError naming the file
+    when it cannot be read."""
     import onnx
     if isinstance(model, onnx.ModelProto):
         return model
@@ -139,7 +143,7 @@ def _default_opset(model) -> int:
     return 1
 
 
-def _convert(model, source: str):
+def convert_opset(model, source: str):
     """Bring an old model to :data:`MIN_OPSET`; restore opset-10 Resize semantics."""
     import onnx
     from onnx import version_converter
@@ -451,13 +455,16 @@ def _fold_pads(nodes: list[Node], consts: dict, shapes: dict, outputs) -> list[N
 
 
 def load_graph(model, input_shapes: Mapping[str, tuple] | None = None,
-               outputs: Sequence[str] | None = None, source: str | None = None) -> Graph:
-    """Load and normalize a model (path or ``onnx.ModelProto``); see the module docstring."""
+               outputs: Sequence[str] | None = None, source: str | None = None,
+               keep_dequantize: bool = False) -> Graph:
+    """Load and normalize a model (path or ``onnx.ModelProto``); see the module docstring.
+    ``keep_dequantize``: leave ``DequantizeLinear`` of constants unfolded (the integer path,
+    :mod:`compiler_lite.quant`, reads the integer weights and their scales from them)."""
     import onnx
     from onnx import numpy_helper
     source = source or (str(model) if not isinstance(model, onnx.ModelProto) else "model")
-    m = _load(model, source)
-    m, original_opset, notes = _convert(m, source)
+    m = load_model(model, source)
+    m, original_opset, notes = convert_opset(m, source)
     opset = max(_default_opset(m), MIN_OPSET)
     m = onnx.ModelProto.FromString(m.SerializeToString())        # never modify the caller's
     inputs, assumed = _set_input_shapes(m, dict(input_shapes or {}), source)
@@ -493,7 +500,8 @@ def load_graph(model, input_shapes: Mapping[str, tuple] | None = None,
         known = [i for i in proto.input if i]
         foldable = node.domain in ("", "ai.onnx") and all(i in consts for i in known) and \
             node.op not in ("RandomNormal", "RandomUniform", "RandomNormalLike",
-                            "RandomUniformLike", "Multinomial")
+                            "RandomUniformLike", "Multinomial") and \
+            not (keep_dequantize and node.op == "DequantizeLinear")
         if node.op == "Shape" and known and known[0] in shapes and known[0] not in consts:
             start, end = node.attr("start", 0), node.attr("end", None)
             consts[node.outputs[0]] = np.array(shapes[known[0]][start:end], dtype=np.int64)

@@ -58,7 +58,7 @@ def run_emulator(c: Compiled, inputs: Mapping[str, np.ndarray], strict: bool = T
             raise CompileError(f"golden inputs: tensor {t.name!r}: {bad}; the TCU computes on "
                                f"finite numbers")
         try:
-            raw, s = numeric.to_fixed(vec, dt)
+            raw, s = t.encode(inputs[t.name], dt, n)
         except ValueError as e:
             raise CompileError(f"golden inputs: tensor {t.name!r}: {e}") from None
         sats += s
@@ -68,7 +68,7 @@ def run_emulator(c: Compiled, inputs: Mapping[str, np.ndarray], strict: bool = T
     for t in c.outputs:
         r = emu.read_dram0(t.base, t.vectors)
         raw_out[t.name] = r
-        outs[t.name] = t.from_vectors(numeric.to_float(r, dt), n)
+        outs[t.name] = t.decode(r, dt, n)
     return GoldenRun(outs, raw_out, sats, emu.stats, emu.events)
 
 

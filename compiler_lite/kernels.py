@@ -300,6 +300,9 @@ class Layer:
     out: Buffer
     macs: int = 0
     fold: tuple | None = None                       # (scale, offset) for the producer
+    #: no later node may work on the output in the accumulators (an integer layer: its
+    #: requantized values saturate to the data type only on the way to memory)
+    sealed: bool = False
 
     @property
     def written(self) -> list[Buffer]:

@@ -28,18 +28,21 @@ from .geometry import spatial
 from .ir import (Buffer, Frame, Space, Tensor, ceil_div, distinct, flat_layout,
                  frame_layout, io_order, next_pow2, unique_pairs, unique_rows)
 from .kernels import Layer, LinearBuilder, Load, Reduce, Save, Simd, SimdStep, Zero
-from .registry import OPS
+from .registry import OPS, model_operators
 
 
 # --------------------------------------------------------------------------------- checks
+
+#: ONNX's default domain, and the integer operators of :mod:`compiler_lite.quant`
+DOMAINS = ("", "ai.onnx", "tcu")
 
 def check_graph(g: Graph, arch) -> None:
     """Raise one :class:`CompileError` listing every node the compiler cannot lower."""
     problems = []
     for node in g.nodes:
-        spec = OPS.get(node.op) if node.domain in ("", "ai.onnx") else None
+        spec = OPS.get(node.op) if node.domain in DOMAINS else None
         if spec is None:
-            where = f" from domain '{node.domain}'" if node.domain not in ("", "ai.onnx") else ""
+            where = f" from domain '{node.domain}'" if node.domain not in DOMAINS else ""
             problems.append(f"{node.label}: operator{where} not supported")
             continue
         dynamic = [o for o in node.outputs if o and o not in g.shapes]
@@ -58,7 +61,7 @@ def check_graph(g: Graph, arch) -> None:
         reasons = spec.check(node, g, arch) if spec.check else []
         problems.extend(f"{node.label}: {r}" for r in reasons)
     if problems:
-        supported = ", ".join(sorted(OPS))
+        supported = ", ".join(model_operators())
         raise CompileError(f"{g.source}: {len(problems)} node(s) cannot be compiled:\n  "
                            + "\n  ".join(problems)
                            + f"\nsupported operators: {supported}")
@@ -269,7 +272,8 @@ class Lowering:
         (``allow_reduce`` False) after a Reduce or a Save (a Save stores the layer's output
         partition by partition, which a Reduce would change), and not when the node reads a
         buffer that ``layer`` saves (in memory only once the layer is done)."""
-        if not allow_reduce and any(isinstance(s, (Reduce, Save)) for s in layer.steps):
+        if layer.sealed or not allow_reduce and any(isinstance(s, (Reduce, Save))
+                                                    for s in layer.steps):
             return False
         return not self.reads_saved(layer, self.node.inputs if self.node else ())
 

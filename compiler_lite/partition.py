@@ -343,7 +343,7 @@ def layout_arena(part: Partitioning, lc: LayerConsts, lo: int, chunk_room: int,
         at += 2 * chunk
     consts = lc.base if to_local else at
     if not to_local:
-        at += lc.simd_count + lc.lut_vectors
+        at += lc.simd_local + lc.lut_vectors
     copies = 2 if part.double else 1
     stage = {}
     for buf in staged:

@@ -61,12 +61,44 @@ class LayerConsts:
     base: int = 0                                   # image offset of the layer's block
     simd: dict = field(default_factory=dict)        # const key → offset in the block
     simd_count: int = 0                             # SIMD constant vectors (one per key)
+    simd_digits: int = 1                            # local vectors per SIMD constant
+
+    @property
+    def simd_local(self) -> int:
+        """Local (and DRAM1) vectors of the SIMD constants."""
+        return self.simd_count * self.simd_digits
     lut: dict = field(default_factory=dict)         # table key → (offset, tables, vectors each)
     lut_vectors: int = 0                            # vectors of lookup tables after the consts
     tiles: list = field(default_factory=list)       # per Linear step: [TileRef per tile]
     tile_base: int = 0
     tile_vectors: int = 0                           # vectors of weight tiles from tile_base
     saturated: int = 0
+
+
+def const_digits(dt) -> int:
+    """Local vectors per SIMD constant: 1, or for an integer type the base-2^W digits of an
+    accumulator-width value (docs/integer.md: one move 0xD, then 0xE per lower digit)."""
+    if not dt.is_integer:
+        return 1
+    return -(-dt.accumulator.width // dt.width)
+
+
+def const_digit(v, dt, d: int) -> np.ndarray:
+    """Digit ``d`` (0 = the top one, signed) of SIMD constant ``v`` as local-memory values:
+    the constant itself for other types; for an integer type the top digit is signed and a
+    lower one is its W bits read as a signed W-bit value (0xE takes them modulo 2^W)."""
+    if not dt.is_integer:
+        return np.asarray(v, dtype=np.float64)
+    at, w = dt.accumulator, dt.width
+    v = np.asarray(v, dtype=np.int64)
+    if v.size and (v.min() < at.min_raw or v.max() > at.max_raw):
+        raise CompileError(f"internal: SIMD constant outside {at.name}")
+    digits = const_digits(dt)
+    part = v >> (w * (digits - 1 - d))
+    if d == 0:
+        return part.astype(np.float64)
+    low = part & ((1 << w) - 1)
+    return np.where(low >= 1 << (w - 1), low - (1 << w), low).astype(np.float64)
 
 
 @dataclass
@@ -167,11 +199,14 @@ class Planner:
                 if isinstance(s, Simd):
                     for k, v in s.consts.items():
                         simd_vals.setdefault(k, v)
-            for k, v in simd_vals.items():
-                lc.simd[k] = at - lc.base
-                vecs.append(np.asarray(v, dtype=np.float64).reshape(1, n))
-                at += 1
+            lc.simd_digits = const_digits(dt)
+            for k in simd_vals:
+                lc.simd[k] = len(lc.simd)
+            for d in range(lc.simd_digits):         # digit-major: one move kind per digit
+                for v in simd_vals.values():
+                    vecs.append(const_digit(v, dt, d).reshape(1, n))
             lc.simd_count = len(simd_vals)
+            at += lc.simd_count * lc.simd_digits
             per = lut_vectors(self.arch.lut_depth, n)
             for s in layer.steps:
                 if isinstance(s, Simd):
@@ -217,7 +252,7 @@ class Planner:
             v = int(np.argmax(bad))
             owner = [layer.name for layer, lc in zip(self.layers, info)
                      if lc.tile_base <= v < lc.tile_base + lc.tile_vectors or
-                     lc.base <= v < lc.base + lc.simd_count + lc.lut_vectors]
+                     lc.base <= v < lc.base + lc.simd_local + lc.lut_vectors]
             where = f"layer {owner[0]!r}" if owner else "the model"
             raise CompileError(f"{where}: a constant computed from the model's parameters is "
                                f"NaN or infinite (e.g. a division by zero in a "

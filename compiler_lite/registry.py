@@ -18,18 +18,26 @@ class OpSpec:
     lower: Callable
     check: Callable | None = None
     needs_lut: bool = False
+    domain: str = ""
 
 
 OPS: dict[str, OpSpec] = {}
 
 
-def op(*names: str, check: Callable | None = None, needs_lut: bool = False):
-    """Register a lowering function for the ONNX ops ``names``."""
+def op(*names: str, check: Callable | None = None, needs_lut: bool = False,
+       domain: str = ""):
+    """Register a lowering function for the ONNX ops ``names`` (``domain`` "tcu": the
+    integer operators :mod:`compiler_lite.quant` makes, not a model's own)."""
     def deco(fn):
         for name in names:
-            OPS[name] = OpSpec(fn, check, needs_lut)
+            OPS[name] = OpSpec(fn, check, needs_lut, domain)
         return fn
     return deco
+
+
+def model_operators() -> list[str]:
+    """The ONNX operators a model may use, sorted (the integer path's own left out)."""
+    return sorted(k for k, spec in OPS.items() if not spec.domain)
 
 
 def consts_of(node: Node, g: Graph, first: int = 1) -> list[str]:

@@ -199,9 +199,7 @@ def _verdict(args, c, golden, ref, hw) -> tuple[bool, list[str]]:
     """(pass?, the header and the per-output table): precision against float, and whether
     the hardware matched the emulator bit for bit."""
     from compiler_lite.accuracy import accuracy_table, compare_outputs
-    dt = c.arch.dtype
-    rows = compare_outputs(golden.outputs, ref, None if dt.is_float else dt.error,
-                           golden.runs)
+    rows = compare_outputs(golden.outputs, ref, c.output_lsb, golden.runs)
     exact = {name: "n/a" if hw is None else
              ("yes" if np.array_equal(hw.raw[name], golden.raw[name]) else "NO")
              for name in ref}
@@ -209,7 +207,7 @@ def _verdict(args, c, golden, ref, hw) -> tuple[bool, list[str]]:
     if args.tolerance is not None:
         ok &= all(r.max_abs <= args.tolerance for r in rows)
     return ok, [RULE, f"CHECK {c.name}: {args.model} on {args.backend} "
-                f"({c.arch.array_size}x{c.arch.array_size} {dt.name}), {golden.runs} "
+                f"({c.arch.array_size}x{c.arch.array_size} {c.arch.dtype.name}), {golden.runs} "
                 f"sample(s)", RULE, accuracy_table(rows, {"bit-exact": exact})]
 
 

@@ -157,7 +157,13 @@ class Driver:
             else:
                 t = next(t for t in self.inputs if t.name == name)
                 b = t.shape[0]
-                vec = t.to_vectors(a[run * b:(run + 1) * b] if runs > 1 else a, n)
+                part = a[run * b:(run + 1) * b] if runs > 1 else a
+                if t.scale is not None and not raw:      # quantized (integer types)
+                    vec, q = t.encode(part, self.arch.dtype, n)
+                    out[name], _ = input_raw(self.model, name, vec, raw=True)
+                    sats += q
+                    continue
+                vec = t.to_vectors(part, n)
             out[name], s = input_raw(self.model, name, vec, raw=raw)
             sats += s
         return out, sats
@@ -203,9 +209,7 @@ class Driver:
                 floats[k] = numeric.to_float(raw_all[k], dt)
             else:
                 t = next(t for t in self.outputs if t.name == k)
-                floats[k] = np.concatenate([t.from_vectors(numeric.to_float(p, dt), n)
-                                            for p in parts]) if runs > 1 else \
-                    t.from_vectors(numeric.to_float(parts[0], dt), n)
+                floats[k] = np.concatenate([t.decode(p, dt, n) for p in parts])
         timed = self.backend in ("pyrtl", "verilator")
         return DriverResult(floats, raw_all, runs, cycles if timed else None, stats, sats,
                             self._macs * runs)

@@ -439,13 +439,11 @@ def run_compiled(compiled, feeds: Mapping[str, np.ndarray], timing: DramTiming =
     ``options``), with ``feeds`` (by input name, in the model's layout) converted to fixed
     point and ``head`` run before the program: (core, result). Outputs are then
     ``core.read_dram0(t.base, t.vectors)`` for ``t`` in ``compiled.outputs``."""
-    from tcu_hw import numeric
     arch = compiled.arch
     program = list(head) + list(compiled.program)
     core = cached_core(arch, options, program_bits=max(17, program_bits_for(len(program))))
     n = arch.array_size
-    dram0 = {t.base: numeric.to_fixed(t.to_vectors(feeds[t.name], n), arch.dtype)[0]
-             for t in compiled.inputs}
+    dram0 = {t.base: t.encode(feeds[t.name], arch.dtype, n)[0] for t in compiled.inputs}
     images = {0: compiled.consts} if len(compiled.consts) else {}
     to_local = compiled.consts_to_local
     res = core.run(program, dram0=dram0, dram1={} if to_local else images,

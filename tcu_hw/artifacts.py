@@ -40,6 +40,11 @@ class TensorLayout:
     ``order``: the tensor's axes from outermost to innermost as stored; the innermost axis is
     spread over the lanes (zero-padded to whole vectors). Compiled models write these to
     ``<name>.tio.json`` next to the `.tmodel` (not part of Tensil's files).
+
+    ``scale``/``zero_point``: for a model compiled to an integer type (docs/integer.md), the
+    quantization of the tensor: the host quantizes a float input with onnxruntime's
+    QuantizeLinear and dequantizes an output with its DequantizeLinear (:meth:`encode`,
+    :meth:`decode`). None for fixed-point types (Tensil's rule, :func:`numeric.to_fixed`).
     """
 
     name: str
@@ -47,10 +52,35 @@ class TensorLayout:
     order: tuple
     base: int
     vectors: int
+    scale: float | None = None
+    zero_point: int = 0
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "shape": list(self.shape), "order": list(self.order),
-                "base": self.base, "size": self.vectors}
+        d = {"name": self.name, "shape": list(self.shape), "order": list(self.order),
+             "base": self.base, "size": self.vectors}
+        if self.scale is not None:
+            d.update(scale=float(self.scale), zero_point=int(self.zero_point))
+        return d
+
+    def encode(self, values, dt, n: int) -> tuple[np.ndarray, int]:
+        """Model-layout floats → (raw vectors as in DRAM0, saturations): quantized when the
+        tensor has a scale, else converted to fixed point. Padding lanes are raw 0."""
+        vec = self.to_vectors(np.asarray(values, dtype=np.float64), n)
+        if self.scale is None:
+            return numeric.to_fixed(vec, dt)
+        mask = self.to_vectors(np.ones(self.shape, dtype=bool), n)
+        raw, _ = numeric.quantize(vec, self.scale, self.zero_point, dt)
+        raw = np.where(mask, raw, 0)
+        q = np.rint(np.asarray(values, dtype=np.float32) / np.float32(self.scale)) \
+            + self.zero_point
+        return raw, int(np.count_nonzero((q < dt.min_raw) | (q > dt.max_raw)))
+
+    def decode(self, raw, dt, n: int) -> np.ndarray:
+        """Raw vectors → model-layout floats (dequantized when the tensor has a scale)."""
+        if self.scale is None:
+            return self.from_vectors(numeric.to_float(raw, dt), n)
+        return self.from_vectors(numeric.dequantize(raw, self.scale, self.zero_point)
+                                 .astype(np.float64), n)
 
     def to_vectors(self, values, n: int) -> np.ndarray:
         """Model-layout array → (vectors, n) in vector layout (padding lanes zero)."""
@@ -89,7 +119,9 @@ def read_io_layout(path) -> tuple[list[TensorLayout], list[TensorLayout]]:
         for key in ("inputs", "outputs"):
             out.append([TensorLayout(e["name"], tuple(int(v) for v in e["shape"]),
                                      tuple(int(v) for v in e["order"]), int(e["base"]),
-                                     int(e["size"])) for e in d[key]])
+                                     int(e["size"]),
+                                     float(e["scale"]) if "scale" in e else None,
+                                     int(e.get("zero_point", 0))) for e in d[key]])
     except (KeyError, TypeError, ValueError) as e:
         raise ArtifactError(f"{path}: malformed I/O layout: {e}") from None
     for t in out[0] + out[1]:

@@ -143,7 +143,8 @@ def block_vectors(y: Tensor, base: int, n: int) -> np.ndarray | None:
 
 def spatial_linear(ctx: Lowering, x: Tensor, out_name: str, out_shape, wfull: np.ndarray,
                    bias, strides, dil, pads, macs: int, req_name: str | None = None,
-                   into: tuple | None = None) -> LinearBuilder:
+                   into: tuple | None = None, pad_vector: int | None = None
+                   ) -> LinearBuilder:
     """A layer computing ``out[n, co, i, j] = bias[co] + Σ_{kh,kw,c} wfull[kh,kw,co,c] ·
     x[n, c, i·s + kh·d − pt, j·s + kw·d − pl]`` (zero outside ``x``); returns its builder.
 
@@ -151,7 +152,10 @@ def spatial_linear(ctx: Lowering, x: Tensor, out_name: str, out_shape, wfull: np
     model's MACs per (output pixel, kernel tap) that falls inside the input (Co × C/groups),
     counted Tensil's way: padding taps are not MACs. ``into``: (layer, tensor) to add the
     result to in the accumulators instead (an accumulating step of that open layer, the
-    tensor stored per :func:`block_vectors`, ``x`` read in place per :func:`input_slots`)."""
+    tensor stored per :func:`block_vectors`, ``x`` read in place per :func:`input_slots`).
+    ``pad_vector``: a vector (virtual index) that padding taps read instead of being left
+    out, for an input whose padding value is not zero (an integer input's zero point:
+    every lane of the vector holds it)."""
     n = ctx.n
     N, C = x.shape[:2]
     S0, S1 = spatial(x.shape)
@@ -168,7 +172,7 @@ def spatial_linear(ctx: Lowering, x: Tensor, out_name: str, out_shape, wfull: np
         buf0, t0 = ctx.new_activation(f"{x.name}:relayout", x.shape)
         ctx.begin(buf0, ctx.copy_step(x, t0), nodes=[ctx.node.name])
         return spatial_linear(ctx, t0, out_name, out_shape, wfull, bias, strides, dil, pads,
-                              macs, req_name)
+                              macs, req_name, pad_vector=pad_vector)
     if into is None:
         buf, y = ctx.new_activation(out_name, out_shape)
         b = LinearBuilder(buf, n)
@@ -243,6 +247,10 @@ def spatial_linear(ctx: Lowering, x: Tensor, out_name: str, out_shape, wfull: np
             # only taps inside the input: a padding tap would cost a MatMul vector (runs
             # break at the image's edges, which costs instructions, not cycles)
             o_valid, x_valid = o_blk[inside], xv[inside]
+            if pad_vector is not None and not inside.all():
+                o_valid = np.concatenate([o_valid, o_blk[~inside]])
+                x_valid = np.concatenate([x_valid, np.full(int(np.count_nonzero(~inside)),
+                                                           pad_vector, dtype=np.int64)])
             o_lack = None
             for cob in blocks[kh][kw][s]:
                 is_bias = has_bias and (kh, kw) == cb_bias and bias_slot[cob] == s

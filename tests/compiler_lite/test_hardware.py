@@ -71,3 +71,14 @@ def test_resnet_on_the_core(board):
     c = compile_model(shared_path("models", "resnet20v2_cifar.onnx"), board,
                       outputs=["dense/BiasAdd:0"])
     check(c, {"x:0": x})
+
+
+@pytest.mark.parametrize("kind, arch", [("int8", "pynqz1_int8"), ("int16", "ultra96v2_int16")])
+def test_quantized_blocks_on_the_core(kind, arch, tmp_path):
+    """onnxruntime's QDQ models of a ResNet basic block and a YOLO-style block (zero-point
+    padding, Requantize with wide parameters, rescaled Add and Concat, LeakyReLU) compiled
+    for the integer types: the core's outputs equal the emulator's."""
+    from .test_integer_models import quantized, resnet_block, yolo_block
+    for k, build in enumerate((resnet_block, yolo_block)):
+        q, shape = quantized(build(), kind, tmp_path / str(k))
+        check(compile_model(str(q), arch), {"x": rand(shape, 3)})

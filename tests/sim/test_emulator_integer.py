@@ -134,15 +134,6 @@ def test_other_types_do_not_have_the_integer_instructions():
     assert make(data_type="FP16BP8").layout.simd_op_bits == 4          # Tensil's layout
 
 
-def test_the_compiler_refuses_integer_types_for_now():
-    from compiler_lite.compile import compile_model
-    from tcu_hw.errors import CompileError
-    arch = Architecture(**BASE)
-    arch.require_hardware()                                  # the hardware has them
-    with pytest.raises(CompileError, match="does not lower models to integer types yet"):
-        compile_model("model.onnx", arch)
-
-
 def test_multiply_clips_its_right_operand_to_the_lane_multiplier():
     """INT8: right is clipped to 17 bits signed (the multiplier Requantize uses), left is not."""
     emu = make()

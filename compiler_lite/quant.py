@@ -1,0 +1,566 @@
+"""Quantized models → integer graphs, for the integer data types (docs/integer.md).
+
+Two forms of quantized ONNX model come in: the **QDQ** form that onnxruntime's
+``quantize_static`` writes (every activation passes ``QuantizeLinear → DequantizeLinear``;
+weights and biases are integer initializers behind ``DequantizeLinear``) and the
+**operator** form (``QLinearConv``, ``QLinearMatMul`` on integer tensors). Both become one
+graph whose every tensor is an integer tensor with a scale and a zero point, and whose nodes
+are the integer operators of :mod:`compiler_lite.ops.integer` (domain ``tcu``):
+
+=============  ====================================================================
+``QConv``      Conv / QLinearConv: integer weights (per-channel scales), the bias as an
+               exact integer, output requantized, an optional clamp (a Relu or Clip
+               between the Conv and its QuantizeLinear)
+``QGemm``      Gemm / MatMul with a constant operand / QLinearMatMul, likewise
+``QAdd``       Add of two activations, each rescaled to the output
+``QAveragePool``  GlobalAveragePool, AveragePool (padding counted)
+``QMul``       Mul of two activations (one may broadcast)
+``QAffine``    BatchNormalization not folded into a convolution; HardSigmoid
+``QLeakyRelu`` LeakyRelu
+``QRescale``   Relu or Clip of its own; an input of a view quantized otherwise than its
+               output (Concat of two branches)
+=============  ====================================================================
+
+Operators that only move values (Reshape, Flatten, Transpose, MaxPool, Concat, Split, …)
+stay as they are, on the integer tensors, when their inputs and outputs share one
+quantization (onnxruntime's QDQ form makes them so). Anything else is refused with one error
+naming every node. The graph's inputs and outputs keep the model's names; their
+quantization (``Graph.io_quant``) tells the host how to quantize inputs and dequantize
+outputs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from tcu_hw.errors import CompileError
+
+from .frontend import Graph, Node
+
+DOMAIN = "tcu"
+
+#: operators that only move values: kept on integer tensors when the quantization agrees
+VIEWS = frozenset({"Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze", "Identity",
+                   "Dropout", "Slice", "Split", "Concat", "MaxPool", "GlobalMaxPool",
+                   "Resize", "Upsample"})
+
+QUANT_OPS = ("QuantizeLinear", "DequantizeLinear")
+
+
+@dataclass(frozen=True)
+class QParams:
+    """One tensor's quantization: ``real = scale · (q − zero_point)`` (per tensor)."""
+
+    scale: float
+    zero_point: int
+
+    def same(self, other: "QParams") -> bool:
+        return np.float32(self.scale) == np.float32(other.scale) and \
+            self.zero_point == other.zero_point
+
+
+@dataclass(frozen=True)
+class Weights:
+    """A constant behind ``DequantizeLinear``: integers, scale(s) and zero point(s)."""
+
+    q: np.ndarray
+    scale: np.ndarray
+    zero_point: np.ndarray
+    axis: int
+
+
+def is_quantized(g: Graph) -> bool:
+    """Whether the model carries quantization (QDQ pairs or QLinear operators)."""
+    return any(n.op in QUANT_OPS or n.op.startswith("QLinear") for n in g.nodes)
+
+
+class _Converter:
+    """State of one conversion (see :func:`integer_graph`)."""
+
+    def __init__(self, g: Graph, dt) -> None:
+        self.g, self.dt = g, dt
+        self.params: dict[str, QParams] = {}      # integer tensor → its quantization
+        self.alias: dict[str, str] = {}           # quantized name → the name it takes
+        self.deq: dict[str, str] = {}             # float tensor → integer tensor it holds
+        self.weights: dict[str, Weights] = {}
+        self.nodes: list[Node] = []
+        self.shapes = dict(g.shapes)
+        self.problems: list[str] = []
+        self.io: dict[str, QParams] = {}
+
+    # ------------------------------------------------------------------------- helpers
+
+    def fail(self, node: Node, why: str) -> None:
+        self.problems.append(f"{node.label}: {why}")
+
+    def scalar_params(self, node: Node, scale: str, zp: str | None) -> QParams | None:
+        g = self.g
+        if scale not in g.consts or (zp and zp not in g.consts):
+            self.fail(node, "its scale and zero point must be constants")
+            return None
+        s = np.asarray(g.consts[scale], dtype=np.float32)
+        z = np.asarray(g.consts[zp]) if zp else np.zeros(1, dtype=np.int64)
+        if s.size != 1 or z.size != 1:
+            self.fail(node, "activations need one scale and zero point per tensor (found "
+                            f"{s.size}); only weights may be quantized per channel")
+            return None
+        if z.dtype.kind not in "iu" or z.dtype.itemsize * 8 > self.dt.width or \
+                (z.dtype.kind == "u"):
+            self.fail(node, f"activation type {z.dtype} does not match the architecture's "
+                            f"{self.dt.name} (signed {self.dt.width}-bit; quantize with "
+                            f"activation_type=QInt{self.dt.width})")
+            return None
+        if not float(s.reshape(-1)[0]) > 0:
+            self.fail(node, f"scale {float(s.reshape(-1)[0])} must be positive")
+            return None
+        return QParams(float(s.reshape(-1)[0]), int(z.reshape(-1)[0]))
+
+    def name(self, t: str) -> str:
+        return self.alias.get(t, t)
+
+    def activation(self, node: Node, t: str) -> tuple[str, QParams] | None:
+        """The integer tensor behind float (or integer) tensor ``t``."""
+        if t in self.deq:
+            q = self.deq[t]
+            return self.name(q), self.params[q]
+        if t in self.params:
+            return self.name(t), self.params[t]
+        self.fail(node, f"input '{t}' is not quantized: the integer path needs every "
+                        f"activation to pass QuantizeLinear → DequantizeLinear (quantize the "
+                        f"model with onnxruntime.quantization.quantize_static, or compile "
+                        f"with --quantize)")
+        return None
+
+    def weight(self, node: Node, t: str, what: str) -> Weights | None:
+        w = self.weights.get(t)
+        if w is None:
+            self.fail(node, f"the {what} '{t}' must be an integer constant behind "
+                            f"DequantizeLinear (a quantized weight)")
+            return None
+        if w.q.dtype.itemsize * 8 > self.dt.width or w.q.dtype.kind == "u":
+            self.fail(node, f"the {what} '{t}' is {w.q.dtype}; {self.dt.name} needs signed "
+                            f"weights of at most {self.dt.width} bits (weight_type="
+                            f"QInt{self.dt.width})")
+            return None
+        if np.any(w.zero_point != 0):
+            self.fail(node, f"the {what} '{t}' has non-zero zero points; weights must be "
+                            f"quantized symmetrically")
+            return None
+        return w
+
+    def output(self, node: Node, t: str) -> tuple[str, QParams, tuple | None] | None:
+        """The integer tensor float output ``t`` becomes (through its QuantizeLinear, and a
+        Relu or Clip before it: returned as the clamp range, in integers)."""
+        g = self.g
+        users = g.consumers(t)
+        act = None
+        if len(users) == 1 and users[0].op in ("Relu", "Clip") and t not in g.outputs:
+            act = users[0]
+            t = act.outputs[0]
+            users = g.consumers(t)
+        if len(users) != 1 or users[0].op != "QuantizeLinear" or t in g.outputs:
+            self.fail(node, f"its output '{t}' must go to exactly one QuantizeLinear")
+            return None
+        q = users[0]
+        p = self.scalar_params(q, q.inputs[1], q.inputs[2] if len(q.inputs) > 2 else None)
+        if p is None:
+            return None
+        self.params[q.outputs[0]] = p
+        self.shapes[q.outputs[0]] = self.shapes.get(t, g.shapes.get(node.outputs[0]))
+        return self.name(q.outputs[0]), p, self.clip_of(act, p)
+
+    def clip_of(self, act: Node | None, p: QParams) -> tuple[int, int] | None:
+        """A Relu's or Clip's bounds as integers of output quantization ``p`` (None when
+        the type's range is tighter): quantization is monotone, so clamping the quantized
+        value to the quantized bounds is quantizing the clamped value."""
+        if act is None:
+            return None
+        lo, hi = 0.0, np.inf
+        if act.op == "Clip":
+            lo = _const_or(self.g, act.inputs[1:2], -np.inf)
+            hi = _const_or(self.g, act.inputs[2:3], np.inf)
+        return self.bounds(lo, hi, p)
+
+    def bounds(self, lo: float, hi: float, p: QParams) -> tuple[int, int] | None:
+        """Real bounds ``lo``..``hi`` as integers of quantization ``p`` (None: no tighter
+        than the type's range)."""
+        dt = self.dt
+
+        def q(v, edge):
+            if not np.isfinite(v):
+                return edge
+            r = float(np.rint(np.float32(v) / np.float32(p.scale))) + p.zero_point
+            return int(min(max(r, dt.min_raw), dt.max_raw))
+        got = (q(lo, dt.min_raw), q(hi, dt.max_raw))
+        return None if got == (dt.min_raw, dt.max_raw) else got
+
+    # ----------------------------------------------------------------------- the walk
+
+    def run(self) -> Graph:
+        g = self.g
+        self._collect()
+        for node in g.nodes:
+            if node.op in QUANT_OPS or node.op in ("Relu", "Clip") and self._fused(node):
+                continue
+            self._convert(node)
+        if self.problems:
+            raise CompileError(f"{g.source}: {len(self.problems)} node(s) of the quantized "
+                               f"model cannot be compiled to {self.dt.name}:\n  "
+                               + "\n  ".join(self.problems)
+                               + "\nquantized operators: Conv, Gemm, MatMul (constant "
+                                 "weights), Add, Mul, AveragePool, GlobalAveragePool, "
+                                 "BatchNormalization, LeakyRelu, HardSigmoid, Relu, Clip, "
+                                 "QLinearConv, "
+                                 "QLinearMatMul, and " + ", ".join(sorted(VIEWS)))
+        inputs = list(g.inputs)
+        outputs = [self._graph_output(o) for o in g.outputs]
+        consts = {k: v for k, v in g.consts.items()}
+        out = Graph(g.source, g.opset, self.nodes, consts, self.shapes, inputs, outputs,
+                    list(g.notes), dict(g.resize_scales), list(g.assumed_dims))
+        out.io_quant = dict(self.io)
+        return out
+
+    def _fused(self, node: Node) -> bool:
+        """A Relu/Clip between a converted operator and its QuantizeLinear."""
+        maker = self.g.producer(node.inputs[0])
+        return maker is not None and maker.op not in QUANT_OPS and \
+            maker.op not in VIEWS and len(self.g.consumers(node.inputs[0])) == 1
+
+    def _collect(self) -> None:
+        """Weights, input quantization and the QDQ pairs."""
+        g = self.g
+        for node in g.nodes:
+            if node.op == "DequantizeLinear" and g.is_const(node.inputs[0]):
+                s = np.asarray(g.consts[node.inputs[1]], dtype=np.float32)
+                q = np.asarray(g.consts[node.inputs[0]])
+                z = np.asarray(g.consts[node.inputs[2]]) if len(node.inputs) > 2 and \
+                    node.inputs[2] else np.zeros(1, dtype=np.int64)
+                self.weights[node.outputs[0]] = Weights(q, s, z, int(node.attr("axis", 1)))
+        for x in g.inputs:
+            users = g.consumers(x)
+            if not users or any(u.op != "QuantizeLinear" for u in users):
+                raise CompileError(f"{g.source}: input '{x}' must go only to QuantizeLinear "
+                                   f"nodes in a quantized model (the host quantizes it)")
+            ps = []
+            for u in users:
+                p = self.scalar_params(u, u.inputs[1], u.inputs[2] if len(u.inputs) > 2
+                                       else None)
+                if p is not None:
+                    ps.append(p)
+                    self.alias[u.outputs[0]] = x
+                    self.params[u.outputs[0]] = p
+            if ps and any(not p.same(ps[0]) for p in ps):
+                raise CompileError(f"{g.source}: input '{x}' is quantized in two ways")
+            if ps:
+                self.io[x] = ps[0]
+                self.params[x] = ps[0]
+        for node in g.nodes:
+            if node.op == "DequantizeLinear" and not g.is_const(node.inputs[0]):
+                p = self.scalar_params(node, node.inputs[1],
+                                       node.inputs[2] if len(node.inputs) > 2 else None)
+                src = node.inputs[0]
+                if p is not None:
+                    self.params.setdefault(src, p)
+                    if not p.same(self.params[src]):
+                        self.fail(node, "dequantizes with other parameters than its tensor "
+                                        "was quantized with")
+                    self.deq[node.outputs[0]] = src
+
+    def _graph_output(self, y: str) -> str:
+        g = self.g
+        maker = g.producer(y)
+        if maker is None or maker.op != "DequantizeLinear":
+            raise CompileError(f"{g.source}: output '{y}' must come from a "
+                               f"DequantizeLinear in a quantized model")
+        q = maker.inputs[0]
+        p = self.params[q]
+        target = self.name(q)
+        # the tensor takes the output's name (the host reads it by that name)
+        for node in self.nodes:
+            node.outputs = [y if o == target else o for o in node.outputs]
+            node.inputs = [y if i == target else i for i in node.inputs]
+        self.alias[q] = y
+        self.shapes[y] = g.shapes[y]
+        self.io[y] = p
+        return y
+
+    def _convert(self, node: Node) -> None:
+        handler = {"Conv": self._conv, "QLinearConv": self._qlinear_conv,
+                   "Gemm": self._gemm, "MatMul": self._gemm,
+                   "QLinearMatMul": self._qlinear_matmul, "Add": self._add,
+                   "GlobalAveragePool": self._average, "AveragePool": self._average,
+                   "Mul": self._mul, "BatchNormalization": self._affine,
+                   "LeakyRelu": self._leaky, "HardSigmoid": self._hard_sigmoid,
+                   "Relu": self._clamp,
+                   "Clip": self._clamp}.get(node.op)
+        if handler is not None:
+            handler(node)
+        elif node.op in VIEWS:
+            self._view(node)
+        else:
+            self.fail(node, "has no integer lowering")
+
+    # ---------------------------------------------------------------------- operators
+
+    def _emit(self, op: str, node: Node, inputs, output: str, **attrs) -> None:
+        self.nodes.append(Node(op, node.name, list(inputs), [output], attrs, DOMAIN))
+
+    def _bias(self, node: Node, name: str | None, acc_scale: np.ndarray, channels: int):
+        """The bias as exact integers at the accumulator's scale ``acc_scale``."""
+        if not name:
+            return np.zeros(channels, dtype=np.int64)
+        g = self.g
+        if name in self.weights:
+            w = self.weights[name]
+            real = (w.q.astype(np.float64) - w.zero_point) * w.scale.astype(np.float64)
+            if np.all(np.float32(w.scale) == np.float32(acc_scale)):
+                return w.q.astype(np.int64).reshape(channels)
+            return np.rint(real.reshape(channels) / acc_scale).astype(np.int64)
+        if name in g.consts:
+            return np.rint(np.asarray(g.consts[name], dtype=np.float64).reshape(channels)
+                           / acc_scale).astype(np.int64)
+        self.fail(node, f"the bias '{name}' must be a constant")
+        return None
+
+    def _linear(self, node: Node, x: str, w: Weights | None, bias_name, out,
+                op: str, weights: np.ndarray, **attrs) -> None:
+        got = self.activation(node, x)
+        if got is None or w is None or out is None:
+            return
+        (xq, px), (yq, py, clip) = got, out
+        channels = weights.shape[0] if op == "QConv" else weights.shape[1]
+        ws = np.broadcast_to(w.scale.astype(np.float32).reshape(-1), (channels,))
+        acc_scale = (np.float32(px.scale) * ws).astype(np.float32)
+        bias = self._bias(node, bias_name, acc_scale.astype(np.float64), channels)
+        if bias is None:
+            return
+        self._emit(op, node, [xq], yq, w=weights.astype(np.int64), w_scale=ws, x=px, y=py,
+                   bias=bias, clip=clip, **attrs)
+
+    def _conv(self, node: Node) -> None:
+        w = self.weight(node, node.inputs[1], "weights")
+        if w is not None and w.scale.size > 1 and w.axis not in (0, -4):
+            self.fail(node, "per-channel weight scales must be along the output channels")
+            return
+        attrs = {k: v for k, v in node.attrs.items()}
+        self._linear(node, node.inputs[0], w, node.inputs[2] if len(node.inputs) > 2
+                     else None, self.output(node, node.outputs[0]), "QConv",
+                     w.q if w is not None else None, **attrs)
+
+    def _gemm(self, node: Node) -> None:
+        a, b = node.inputs[:2]
+        if node.op == "Gemm" and (node.attr("transA", 0) or
+                                  float(node.attr("alpha", 1.0)) != 1.0 or
+                                  float(node.attr("beta", 1.0)) != 1.0):
+            self.fail(node, "a quantized Gemm needs transA = 0, alpha = beta = 1")
+            return
+        w = self.weight(node, b, "weights")
+        if w is None:
+            return
+        q = w.q.T if node.attr("transB", 0) else w.q
+        if q.ndim != 2:
+            self.fail(node, f"weights of shape {list(w.q.shape)}: a matrix is needed")
+            return
+        per = w.scale.size > 1
+        if per and w.axis not in ((0, -2) if node.attr("transB", 0) else (1, -1)):
+            self.fail(node, "per-channel weight scales must be along the output features")
+            return
+        self._linear(node, a, w, node.inputs[2] if len(node.inputs) > 2 else None,
+                     self.output(node, node.outputs[0]), "QGemm", q)
+
+    def _qlinear_conv(self, node: Node) -> None:
+        ins = node.inputs
+        x = self._qlinear_input(node, ins[0], ins[1], ins[2])
+        w = self._qlinear_weights(node, ins[3], ins[4], ins[5], 0)
+        self._qlinear(node, x, w, ins[6], ins[7], ins[8] if len(ins) > 8 else None, "QConv",
+                      w.q if w is not None else None,
+                      **{k: v for k, v in node.attrs.items()})
+
+    def _qlinear_matmul(self, node: Node) -> None:
+        ins = node.inputs
+        x = self._qlinear_input(node, ins[0], ins[1], ins[2])
+        w = self._qlinear_weights(node, ins[3], ins[4], ins[5], 1)
+        self._qlinear(node, x, w, ins[6], ins[7], None, "QGemm",
+                      w.q if w is not None else None)
+
+    def _qlinear_input(self, node: Node, t, s, z):
+        p = self.scalar_params(node, s, z)
+        if p is None:
+            return None
+        if t not in self.params:
+            self.fail(node, f"input '{t}' is not an integer activation")
+            return None
+        if not p.same(self.params[t]):
+            self.fail(node, f"input '{t}' is read with other parameters than it was made with")
+            return None
+        return t
+
+    def _qlinear_weights(self, node: Node, t, s, z, axis) -> Weights | None:
+        g = self.g
+        if not all(k in g.consts for k in (t, s, z)):
+            self.fail(node, "its weights, scales and zero points must be constants")
+            return None
+        self.weights[t] = Weights(np.asarray(g.consts[t]),
+                                  np.asarray(g.consts[s], dtype=np.float32),
+                                  np.asarray(g.consts[z]), axis)
+        return self.weight(node, t, "weights")
+
+    def _qlinear(self, node, x, w, ys, yz, bias_name, op, weights, **attrs) -> None:
+        p = self.scalar_params(node, ys, yz)
+        if x is None or w is None or p is None:
+            return
+        y = node.outputs[0]
+        self.params[y] = p
+        self._linear(node, x, w, bias_name, (self.name(y), p, None), op, weights, **attrs)
+
+    def _add(self, node: Node) -> None:
+        a = self.activation(node, node.inputs[0])
+        b = self.activation(node, node.inputs[1])
+        out = self.output(node, node.outputs[0])
+        if a is None or b is None or out is None:
+            return
+        if self.shapes.get(node.inputs[0]) != self.shapes.get(node.inputs[1]):
+            self.fail(node, "a quantized Add needs operands of one shape (no broadcast)")
+            return
+        self._emit("QAdd", node, [a[0], b[0]], out[0], a=a[1], b=b[1], y=out[1], clip=out[2])
+
+    def _average(self, node: Node) -> None:
+        x = self.activation(node, node.inputs[0])
+        out = self.output(node, node.outputs[0])
+        if x is None or out is None:
+            return
+        attrs = {k: v for k, v in node.attrs.items()}
+        if node.op == "AveragePool" and any(node.attr("pads", [])) and \
+                not node.attr("count_include_pad", 0):
+            self.fail(node, "an average over a padded window must count the padding "
+                            "(count_include_pad = 1): each border pixel would need a divisor "
+                            "of its own")
+            return
+        self._emit("QAveragePool", node, [x[0]], out[0], x=x[1], y=out[1], clip=out[2],
+                   **attrs)
+
+    def _mul(self, node: Node) -> None:
+        """Product of two activations (a squeeze-excite gate broadcasts per channel)."""
+        a = self.activation(node, node.inputs[0])
+        b = self.activation(node, node.inputs[1])
+        out = self.output(node, node.outputs[0])
+        if a is None or b is None or out is None:
+            return
+        if self.shapes.get(node.inputs[0]) != self.shapes.get(node.outputs[0]):
+            a, b = b, a
+        self._emit("QMul", node, [a[0], b[0]], out[0], a=a[1], b=b[1], y=out[1], clip=out[2])
+
+    def _affine(self, node: Node) -> None:
+        """BatchNormalization not folded into a convolution: ``y = a·x + b`` per channel."""
+        x, out = self.activation(node, node.inputs[0]), self.output(node, node.outputs[0])
+        if x is None or out is None:
+            return
+        values = [self.constant(i) for i in node.inputs[1:5]]
+        if any(v is None for v in values):
+            self.fail(node, "its scale, bias, mean and variance must be constants")
+            return
+        scale, bias, mean, var = values
+        a = scale / np.sqrt(var + float(node.attr("epsilon", 1e-5)))
+        self._emit("QAffine", node, [x[0]], out[0], a=a, b=bias - mean * a, x=x[1], y=out[1],
+                   clip=out[2])
+
+    def constant(self, name: str) -> np.ndarray | None:
+        """A float constant: the model's, or a quantized one dequantized (float64)."""
+        if name in self.weights:
+            w = self.weights[name]
+            shape = [1] * w.q.ndim
+            if w.scale.size > 1:
+                shape[w.axis] = -1
+            return (w.q.astype(np.float64) - w.zero_point.reshape(shape)) * \
+                w.scale.astype(np.float64).reshape(shape)
+        if name in self.g.consts:
+            return np.asarray(self.g.consts[name], dtype=np.float64)
+        return None
+
+    def _hard_sigmoid(self, node: Node) -> None:
+        """HardSigmoid = clip(αx + β, 0, 1): an affine map with a clamp (4-D tensors)."""
+        x, out = self.activation(node, node.inputs[0]), self.output(node, node.outputs[0])
+        if x is None or out is None:
+            return
+        shape = self.shapes.get(node.inputs[0]) or self.g.shapes[node.inputs[0]]
+        if len(shape) != 4:
+            self.fail(node, f"a quantized HardSigmoid needs a [N, C, H, W] input (got rank "
+                            f"{len(shape)})")
+            return
+        C = shape[1]
+        lo, hi = self.bounds(0.0, 1.0, out[1]) or (self.dt.min_raw, self.dt.max_raw)
+        if out[2] is not None:
+            lo, hi = max(lo, out[2][0]), min(hi, out[2][1])
+        self._emit("QAffine", node, [x[0]], out[0],
+                   a=np.full(C, float(node.attr("alpha", 0.2))),
+                   b=np.full(C, float(node.attr("beta", 0.5))), x=x[1], y=out[1],
+                   clip=(lo, hi))
+
+    def _leaky(self, node: Node) -> None:
+        x, out = self.activation(node, node.inputs[0]), self.output(node, node.outputs[0])
+        if x is not None and out is not None:
+            self._emit("QLeakyRelu", node, [x[0]], out[0], alpha=float(node.attr("alpha", 0.01)),
+                       x=x[1], y=out[1], clip=out[2])
+
+    def _clamp(self, node: Node) -> None:
+        """A Relu or Clip of its own: a rescale to the output's quantization, clamped."""
+        x, out = self.activation(node, node.inputs[0]), self.output(node, node.outputs[0])
+        if x is not None and out is not None:
+            self._emit("QRescale", node, [x[0]], out[0], x=x[1], y=out[1],
+                       clip=self.clip_of(node, out[1]))
+
+    def _view(self, node: Node) -> None:
+        """An operator that only moves values; an input quantized otherwise than the output
+        is first rescaled to it (onnxruntime's Concat of differently quantized branches)."""
+        g = self.g
+        outs, py = [], None
+        for o in node.outputs:
+            users = g.consumers(o) if o else []
+            if o and len(users) == 1 and users[0].op == "QuantizeLinear" and \
+                    o not in g.outputs:
+                got = self.output(node, o)
+                if got is None:
+                    return
+                if got[2] is not None or (py is not None and not py.same(got[1])):
+                    self.fail(node, "its outputs need one quantization")
+                    return
+                outs.append(got[0])
+                py = got[1]
+            else:
+                outs.append(o)
+        ins = []
+        for i in node.inputs:
+            if not i or g.is_const(i):
+                ins.append(i)
+                continue
+            got = self.activation(node, i)
+            if got is None:
+                return
+            name, px = got
+            if py is not None and not px.same(py):
+                name = f"{name}:as:{outs[0]}"
+                self._emit("QRescale", node, [got[0]], name, x=px, y=py, clip=None)
+                self.shapes[name] = self.shapes.get(i) or g.shapes[i]
+            ins.append(name)
+            py = py or px
+        for k, o in enumerate(node.outputs):    # operator form: integer in, integer out
+            if o and outs[k] == o and o not in self.params:
+                self.params[o] = py
+        if py is None:
+            self.fail(node, "has no quantized input")
+            return
+        self.nodes.append(replace(node, inputs=ins, outputs=outs))
+
+
+def _const_or(g: Graph, names, default: float) -> float:
+    if names and names[0] and names[0] in g.consts:
+        return float(np.asarray(g.consts[names[0]]).reshape(-1)[0])
+    return default
+
+
+def integer_graph(g: Graph, dt) -> Graph:
+    """The integer graph of quantized model ``g`` for integer data type ``dt`` (module
+    docstring); one :class:`CompileError` lists every node it cannot take."""
+    return _Converter(g, dt).run()
