@@ -91,14 +91,15 @@ def _compile(args, out, progress) -> int:
         print(f"note: {note}", file=sys.stderr)
     files = c.files(asm=args.tasm)
     if golden_inputs is not None:
-        from .golden import golden_npz, run_emulator
+        from .golden import golden_npz, result_saturations, run_emulator
         progress("running the golden emulator")
         run_ = run_emulator(c, golden_inputs)
         files[f"{c.name}.golden.npz"] = golden_npz(c, run_, golden_inputs)
         if run_.input_saturations:
             print(f"warning: {run_.input_saturations} input value(s) saturated in "
                   f"{c.arch.data_type}", file=sys.stderr)
-        sat = {k: v.count for k, v in run_.stats.sat.items() if v.count}
+        sat = result_saturations({k: v.count for k, v in run_.stats.sat.items()},
+                                 c.arch.dtype)
         if sat:
             means = any(n.op in ("AveragePool", "GlobalAveragePool", "ReduceMean",
                                  "LayerNormalization") for n in c.graph.nodes)

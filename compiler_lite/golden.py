@@ -72,6 +72,14 @@ def run_emulator(c: Compiled, inputs: Mapping[str, np.ndarray], strict: bool = T
     return GoldenRun(outs, raw_out, sats, emu.stats, emu.events)
 
 
+def result_saturations(counts: Mapping[str, int], dt) -> dict[str, int]:
+    """Saturation counts worth a warning: every non-zero one, except, for an integer type,
+    the narrowing of requantized values on their move to local memory (``acc_to_local``),
+    which is the designed clamp to the type's range (a ReLU, docs/integer.md)."""
+    return {k: int(v) for k, v in counts.items()
+            if v and not (dt.is_integer and k == "acc_to_local")}
+
+
 def read_inputs(path) -> dict[str, np.ndarray]:
     """An ``.npz`` of input arrays keyed by input name."""
     import zipfile

@@ -59,20 +59,20 @@ class TileRef:
 @dataclass
 class LayerConsts:
     base: int = 0                                   # image offset of the layer's block
-    simd: dict = field(default_factory=dict)        # const key → offset in the block
+    simd: dict = field(default_factory=dict)        # const key → its accumulator vector
     simd_count: int = 0                             # SIMD constant vectors (one per key)
     simd_digits: int = 1                            # local vectors per SIMD constant
-
-    @property
-    def simd_local(self) -> int:
-        """Local (and DRAM1) vectors of the SIMD constants."""
-        return self.simd_count * self.simd_digits
     lut: dict = field(default_factory=dict)         # table key → (offset, tables, vectors each)
     lut_vectors: int = 0                            # vectors of lookup tables after the consts
     tiles: list = field(default_factory=list)       # per Linear step: [TileRef per tile]
     tile_base: int = 0
     tile_vectors: int = 0                           # vectors of weight tiles from tile_base
     saturated: int = 0
+
+    @property
+    def simd_local(self) -> int:
+        """Local (and DRAM1) vectors of the SIMD constants."""
+        return self.simd_count * self.simd_digits
 
 
 def const_digits(dt) -> int:

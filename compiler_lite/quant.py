@@ -35,6 +35,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from tcu_hw import numeric
 from tcu_hw.errors import CompileError
 
 from .frontend import Graph, Node
@@ -56,7 +57,8 @@ class QParams:
     scale: float
     zero_point: int
 
-    def same(self, other: "QParams") -> bool:
+    def same(self, other: QParams) -> bool:
+        """Whether ``other`` is the same quantization (scales compared as float32)."""
         return np.float32(self.scale) == np.float32(other.scale) and \
             self.zero_point == other.zero_point
 
@@ -106,11 +108,16 @@ class _Converter:
             self.fail(node, "activations need one scale and zero point per tensor (found "
                             f"{s.size}); only weights may be quantized per channel")
             return None
-        if z.dtype.kind not in "iu" or z.dtype.itemsize * 8 > self.dt.width or \
-                (z.dtype.kind == "u"):
+        if not zp:
+            self.fail(node, f"has no zero point, so its type is uint8 (ONNX's default); "
+                            f"{self.dt.name} needs signed {self.dt.width}-bit activations "
+                            f"(quantize with activation_type=QInt{self.dt.width})")
+            return None
+        if z.dtype.kind != "i" or z.dtype.itemsize * 8 != self.dt.width:
             self.fail(node, f"activation type {z.dtype} does not match the architecture's "
                             f"{self.dt.name} (signed {self.dt.width}-bit; quantize with "
-                            f"activation_type=QInt{self.dt.width})")
+                            f"activation_type=QInt{self.dt.width}, or choose an "
+                            f"architecture of the model's type)")
             return None
         if not float(s.reshape(-1)[0]) > 0:
             self.fail(node, f"scale {float(s.reshape(-1)[0])} must be positive")
@@ -139,10 +146,9 @@ class _Converter:
             self.fail(node, f"the {what} '{t}' must be an integer constant behind "
                             f"DequantizeLinear (a quantized weight)")
             return None
-        if w.q.dtype.itemsize * 8 > self.dt.width or w.q.dtype.kind == "u":
+        if w.q.dtype.itemsize * 8 != self.dt.width or w.q.dtype.kind != "i":
             self.fail(node, f"the {what} '{t}' is {w.q.dtype}; {self.dt.name} needs signed "
-                            f"weights of at most {self.dt.width} bits (weight_type="
-                            f"QInt{self.dt.width})")
+                            f"{self.dt.width}-bit weights (weight_type=QInt{self.dt.width})")
             return None
         if np.any(w.zero_point != 0):
             self.fail(node, f"the {what} '{t}' has non-zero zero points; weights must be "
@@ -150,13 +156,15 @@ class _Converter:
             return None
         return w
 
-    def output(self, node: Node, t: str) -> tuple[str, QParams, tuple | None] | None:
-        """The integer tensor float output ``t`` becomes (through its QuantizeLinear, and a
-        Relu or Clip before it: returned as the clamp range, in integers)."""
+    def output(self, node: Node, t: str, fuse: bool = True
+               ) -> tuple[str, QParams, tuple | None] | None:
+        """The integer tensor float output ``t`` becomes (through its QuantizeLinear, and,
+        with ``fuse``, a Relu or Clip before it: returned as the clamp range, in integers;
+        :meth:`_fused` says which)."""
         g = self.g
         users = g.consumers(t)
         act = None
-        if len(users) == 1 and users[0].op in ("Relu", "Clip") and t not in g.outputs:
+        if fuse and self._fusable(t):
             act = users[0]
             t = act.outputs[0]
             users = g.consumers(t)
@@ -179,6 +187,9 @@ class _Converter:
             return None
         lo, hi = 0.0, np.inf
         if act.op == "Clip":
+            bad = [i for i in act.inputs[1:3] if i and i not in self.g.consts]
+            if bad:
+                self.fail(act, f"its bound '{bad[0]}' must be a constant")
             lo = _const_or(self.g, act.inputs[1:2], -np.inf)
             hi = _const_or(self.g, act.inputs[2:3], np.inf)
         return self.bounds(lo, hi, p)
@@ -187,13 +198,8 @@ class _Converter:
         """Real bounds ``lo``..``hi`` as integers of quantization ``p`` (None: no tighter
         than the type's range)."""
         dt = self.dt
-
-        def q(v, edge):
-            if not np.isfinite(v):
-                return edge
-            r = float(np.rint(np.float32(v) / np.float32(p.scale))) + p.zero_point
-            return int(min(max(r, dt.min_raw), dt.max_raw))
-        got = (q(lo, dt.min_raw), q(hi, dt.max_raw))
+        got = tuple(int(numeric.quantize(v, p.scale, p.zero_point, dt)[0])
+                    for v in (max(lo, -3e38), min(hi, 3e38)))
         return None if got == (dt.min_raw, dt.max_raw) else got
 
     # ----------------------------------------------------------------------- the walk
@@ -209,11 +215,10 @@ class _Converter:
             raise CompileError(f"{g.source}: {len(self.problems)} node(s) of the quantized "
                                f"model cannot be compiled to {self.dt.name}:\n  "
                                + "\n  ".join(self.problems)
-                               + "\nquantized operators: Conv, Gemm, MatMul (constant "
-                                 "weights), Add, Mul, AveragePool, GlobalAveragePool, "
-                                 "BatchNormalization, LeakyRelu, HardSigmoid, Relu, Clip, "
-                                 "QLinearConv, "
-                                 "QLinearMatMul, and " + ", ".join(sorted(VIEWS)))
+                               + "\nquantized operators: " + ", ".join(sorted(self.handlers))
+                               + " (MatMul and Gemm with constant weights), and "
+                               + ", ".join(sorted(VIEWS)) + " with one quantization in "
+                                 "and out (an input quantized otherwise is rescaled)")
         inputs = list(g.inputs)
         outputs = [self._graph_output(o) for o in g.outputs]
         consts = {k: v for k, v in g.consts.items()}
@@ -222,11 +227,17 @@ class _Converter:
         out.io_quant = dict(self.io)
         return out
 
+    def _fusable(self, t: str) -> bool:
+        """Whether a Relu/Clip is the only reader of float tensor ``t``."""
+        users = self.g.consumers(t)
+        return len(users) == 1 and users[0].op in ("Relu", "Clip") and t not in self.g.outputs
+
     def _fused(self, node: Node) -> bool:
-        """A Relu/Clip between a converted operator and its QuantizeLinear."""
+        """A Relu/Clip that an arithmetic operator before it takes as its clamp (its
+        :meth:`output`); after a view or a Relu it is an operator of its own."""
         maker = self.g.producer(node.inputs[0])
-        return maker is not None and maker.op not in QUANT_OPS and \
-            maker.op not in VIEWS and len(self.g.consumers(node.inputs[0])) == 1
+        return maker is not None and maker.op in self.handlers and \
+            maker.op not in ("Relu", "Clip") and self._fusable(node.inputs[0])
 
     def _collect(self) -> None:
         """Weights, input quantization and the QDQ pairs."""
@@ -252,7 +263,8 @@ class _Converter:
                     self.alias[u.outputs[0]] = x
                     self.params[u.outputs[0]] = p
             if ps and any(not p.same(ps[0]) for p in ps):
-                raise CompileError(f"{g.source}: input '{x}' is quantized in two ways")
+                raise CompileError(f"{g.source}: input '{x}' is quantized in two ways; the "
+                                   f"host quantizes an input once: one scale and zero point")
             if ps:
                 self.io[x] = ps[0]
                 self.params[x] = ps[0]
@@ -275,28 +287,41 @@ class _Converter:
             raise CompileError(f"{g.source}: output '{y}' must come from a "
                                f"DequantizeLinear in a quantized model")
         q = maker.inputs[0]
+        if q not in self.params:
+            raise CompileError(f"{g.source}: output '{y}' dequantizes '{q}', which is not a "
+                               f"quantized activation")
         p = self.params[q]
         target = self.name(q)
+        self.shapes[y] = g.shapes[y]
+        self.io[y] = p
+        if target in g.outputs:             # another output already took the tensor's name
+            self.nodes.append(Node("Identity", f"{y}:copy", [target], [y], {}))
+            return y
         # the tensor takes the output's name (the host reads it by that name)
         for node in self.nodes:
             node.outputs = [y if o == target else o for o in node.outputs]
             node.inputs = [y if i == target else i for i in node.inputs]
         self.alias[q] = y
-        self.shapes[y] = g.shapes[y]
-        self.io[y] = p
         return y
 
+    @property
+    def handlers(self) -> dict:
+        """Operator → its conversion (besides the views)."""
+        return {"Conv": self._conv, "QLinearConv": self._qlinear_conv,
+                "Gemm": self._gemm, "MatMul": self._gemm,
+                "QLinearMatMul": self._qlinear_matmul, "Add": self._add,
+                "GlobalAveragePool": self._average, "AveragePool": self._average,
+                "Mul": self._mul, "BatchNormalization": self._affine,
+                "LeakyRelu": self._leaky, "HardSigmoid": self._hard_sigmoid,
+                "Relu": self._clamp, "Clip": self._clamp}
+
     def _convert(self, node: Node) -> None:
-        handler = {"Conv": self._conv, "QLinearConv": self._qlinear_conv,
-                   "Gemm": self._gemm, "MatMul": self._gemm,
-                   "QLinearMatMul": self._qlinear_matmul, "Add": self._add,
-                   "GlobalAveragePool": self._average, "AveragePool": self._average,
-                   "Mul": self._mul, "BatchNormalization": self._affine,
-                   "LeakyRelu": self._leaky, "HardSigmoid": self._hard_sigmoid,
-                   "Relu": self._clamp,
-                   "Clip": self._clamp}.get(node.op)
+        handler = self.handlers.get(node.op)
         if handler is not None:
             handler(node)
+        elif node.op in ("Resize", "Upsample") and node.attr("mode", "nearest") != "nearest":
+            self.fail(node, f"a quantized Resize must be mode 'nearest' (it moves values); "
+                            f"mode '{node.attr('mode')}' interpolates")
         elif node.op in VIEWS:
             self._view(node)
         else:
@@ -308,16 +333,25 @@ class _Converter:
         self.nodes.append(Node(op, node.name, list(inputs), [output], attrs, DOMAIN))
 
     def _bias(self, node: Node, name: str | None, acc_scale: np.ndarray, channels: int):
-        """The bias as exact integers at the accumulator's scale ``acc_scale``."""
+        """The bias as exact integers at the accumulator's scale ``acc_scale``: a quantized
+        constant (requantized if its scale differs), an operator-form integer bias (already
+        at that scale), or a float constant."""
         if not name:
             return np.zeros(channels, dtype=np.int64)
         g = self.g
+        if node.op.startswith("QLinear"):
+            b = np.asarray(g.consts[name]) if name in g.consts else None
+            if b is None or b.dtype.kind != "i" or b.size != channels:
+                self.fail(node, f"the bias '{name}' must be a constant int32 vector of "
+                                f"{channels}")
+                return None
+            return b.astype(np.int64).reshape(channels)
         if name in self.weights:
             w = self.weights[name]
-            real = (w.q.astype(np.float64) - w.zero_point) * w.scale.astype(np.float64)
-            if np.all(np.float32(w.scale) == np.float32(acc_scale)):
+            if np.all(np.float32(w.scale) == np.float32(acc_scale)) and \
+                    not np.any(w.zero_point):
                 return w.q.astype(np.int64).reshape(channels)
-            return np.rint(real.reshape(channels) / acc_scale).astype(np.int64)
+            return np.rint(self.constant(name).reshape(channels) / acc_scale).astype(np.int64)
         if name in g.consts:
             return np.rint(np.asarray(g.consts[name], dtype=np.float64).reshape(channels)
                            / acc_scale).astype(np.int64)
@@ -432,12 +466,17 @@ class _Converter:
         if x is None or out is None:
             return
         attrs = {k: v for k, v in node.attrs.items()}
-        if node.op == "AveragePool" and any(node.attr("pads", [])) and \
-                not node.attr("count_include_pad", 0):
-            self.fail(node, "an average over a padded window must count the padding "
-                            "(count_include_pad = 1): each border pixel would need a divisor "
-                            "of its own")
-            return
+        if node.op == "AveragePool":
+            auto = node.attr("auto_pad", "NOTSET") or "NOTSET"
+            padded = any(node.attr("pads", []) or []) or auto not in ("NOTSET", "VALID")
+            why = ("ceil_mode = 1 (partial windows)" if node.attr("ceil_mode", 0) else
+                   "dilations" if any(d != 1 for d in node.attr("dilations", []) or []) else
+                   "padding not counted (count_include_pad = 0)"
+                   if padded and not node.attr("count_include_pad", 0) else None)
+            if why:
+                self.fail(node, f"a quantized AveragePool needs every window whole or its "
+                                f"padding counted, no dilations; this one has {why}")
+                return
         self._emit("QAveragePool", node, [x[0]], out[0], x=x[1], y=out[1], clip=out[2],
                    **attrs)
 
@@ -448,8 +487,13 @@ class _Converter:
         out = self.output(node, node.outputs[0])
         if a is None or b is None or out is None:
             return
-        if self.shapes.get(node.inputs[0]) != self.shapes.get(node.outputs[0]):
+        shape = self.shapes.get(node.outputs[0])
+        if self.shapes.get(node.inputs[0]) != shape:
             a, b = b, a
+            if self.shapes.get(node.inputs[1]) != shape:
+                self.fail(node, "a quantized Mul needs one operand of the output's shape "
+                                "(the other may broadcast)")
+                return
         self._emit("QMul", node, [a[0], b[0]], out[0], a=a[1], b=b[1], y=out[1], clip=out[2])
 
     def _affine(self, node: Node) -> None:
@@ -499,6 +543,11 @@ class _Converter:
                    clip=(lo, hi))
 
     def _leaky(self, node: Node) -> None:
+        alpha = float(node.attr("alpha", 0.01))
+        if not -1 < alpha < 2:
+            self.fail(node, f"alpha {alpha}: the integer LeakyRelu takes -1 < alpha < 2 (its "
+                            f"slopes are W + 9-bit multipliers)")
+            return
         x, out = self.activation(node, node.inputs[0]), self.output(node, node.outputs[0])
         if x is not None and out is not None:
             self._emit("QLeakyRelu", node, [x[0]], out[0], alpha=float(node.attr("alpha", 0.01)),
@@ -506,7 +555,8 @@ class _Converter:
 
     def _clamp(self, node: Node) -> None:
         """A Relu or Clip of its own: a rescale to the output's quantization, clamped."""
-        x, out = self.activation(node, node.inputs[0]), self.output(node, node.outputs[0])
+        x = self.activation(node, node.inputs[0])
+        out = self.output(node, node.outputs[0], fuse=False)
         if x is not None and out is not None:
             self._emit("QRescale", node, [x[0]], out[0], x=x[1], y=out[1],
                        clip=self.clip_of(node, out[1]))
@@ -520,7 +570,7 @@ class _Converter:
             users = g.consumers(o) if o else []
             if o and len(users) == 1 and users[0].op == "QuantizeLinear" and \
                     o not in g.outputs:
-                got = self.output(node, o)
+                got = self.output(node, o, fuse=False)
                 if got is None:
                     return
                 if got[2] is not None or (py is not None and not py.same(got[1])):

@@ -187,7 +187,9 @@ def _check(args: argparse.Namespace, out, window, say) -> int:
                      prof.layer_starts, prof.first_sample)
         lines.append(f"plot: {args.plot} ({len(rows)} layers, {len(prof.samples):,} samples "
                      f"every {prof.interval} cycles)")
-    sats = sum(sum(s.get("saturations", {}).values()) for s in golden.stats)
+    from compiler_lite.golden import result_saturations
+    sats = sum(sum(result_saturations(s.get("saturations", {}), c.arch.dtype).values())
+               for s in golden.stats)
     if golden.input_saturations or sats:
         lines.append(f"saturated: {golden.input_saturations} input value(s), {sats} result(s)")
     lines += [f"RESULT: {'PASS' if ok else 'FAIL'}", RULE]

@@ -69,11 +69,8 @@ class TensorLayout:
         if self.scale is None:
             return numeric.to_fixed(vec, dt)
         mask = self.to_vectors(np.ones(self.shape, dtype=bool), n)
-        raw, _ = numeric.quantize(vec, self.scale, self.zero_point, dt)
-        raw = np.where(mask, raw, 0)
-        q = np.rint(np.asarray(values, dtype=np.float32) / np.float32(self.scale)) \
-            + self.zero_point
-        return raw, int(np.count_nonzero((q < dt.min_raw) | (q > dt.max_raw)))
+        raw, saturations = numeric.quantize(vec, self.scale, self.zero_point, dt)
+        return np.where(mask, raw, 0), saturations       # (padding lanes quantize 0: in range)
 
     def decode(self, raw, dt, n: int) -> np.ndarray:
         """Raw vectors → model-layout floats (dequantized when the tensor has a scale)."""

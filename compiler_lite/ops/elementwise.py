@@ -191,19 +191,26 @@ def pairwise(ctx: Lowering, node, a: str, b: str, simd_op: int) -> None:
         a, b = b, a
     tb = ctx.tensor(b)
     layer, t = ctx.in_acc(a)
-    pairs = _congruent(ctx, t, tb)
-    if pairs is not None:
-        aux = ctx.space.new(f"{out}:operand", pairs.shape[1])
-        layer.steps.append(Load(aux, np.arange(pairs.shape[1]), pairs[1]))
-        o = pairs[0] - layer.out.start
-    else:
-        o, aux = operand_like(ctx, layer, t, np.broadcast_to(tb.idx, t.shape), out)
+    o, aux = operand_beside(ctx, layer, t, tb, out)
     body = [SimdStep(Op.MOVE, 0, 0, 1, read="aux", write=None),
             SimdStep(simd_op, 0, 1, 0, read="self", write="self")]
     layer.steps.append(Simd(layer.out, o, [], body, np.arange(len(o)), aux))
     if any(x.dirty for x in ctx.buffers_of(tb)):
         layer.out.dirty = True
     ctx.set(out, Tensor(t.idx))
+
+
+def operand_beside(ctx: Lowering, layer, t: Tensor, tb: Tensor, name: str):
+    """``tb``'s elements next to ``t``'s (in ``layer``'s accumulators) in a new accumulator
+    buffer: by vector moves when ``tb`` is stored like ``t``, else through the array (an
+    operand that broadcasts, or one in other lanes). Returns (``t``'s vectors in
+    ``layer.out``, the buffer; its vector k pairs with the k-th)."""
+    pairs = _congruent(ctx, t, tb)
+    if pairs is not None:
+        aux = ctx.space.new(f"{name}:operand", pairs.shape[1])
+        layer.steps.append(Load(aux, np.arange(pairs.shape[1]), pairs[1]))
+        return pairs[0] - layer.out.start, aux
+    return operand_like(ctx, layer, t, np.broadcast_to(tb.idx, t.shape), name)
 
 
 def operand_like(ctx: Lowering, layer, t: Tensor, src_idx: np.ndarray, name: str):

@@ -25,12 +25,13 @@ from tcu_hw import numeric
 from tcu_hw.isa import SimdOp as Op
 
 from ..geometry import check_spatial, spatial, window_attrs
-from ..ir import Tensor, congruent_pairs
-from ..kernels import Load, Simd, SimdStep
+from ..ir import Tensor
+from ..kernels import Simd, SimdStep
 from ..quant import DOMAIN
 from ..registry import op
-from .elementwise import operand_like
-from .linear import block_vectors, matmul_rows, spatial_linear
+from .elementwise import operand_beside
+from .linear import (block_vectors, check_avgpool, dense_weights, depthwise, matmul_rows,
+                     spatial_linear)
 
 if TYPE_CHECKING:
     from ..lower import Lowering
@@ -77,6 +78,8 @@ def requantize_lanes(ctx: Lowering, layer, t: Tensor, scale: float, bias: int, y
 
 
 def _parameters(ctx: Lowering, acc_scale, y):
+    """(M, s) per channel for scales ``acc_scale / y.scale`` (CompileError when out of
+    range)."""
     dt = ctx.arch.dtype
     S = np.asarray(acc_scale, dtype=np.float32) / np.float32(y.scale)
     try:
@@ -116,6 +119,7 @@ def _zero_point_vector(ctx: Lowering, x: Tensor, zp: int) -> int | None:
 
 
 def check_qconv(node, g, arch) -> list[str]:
+    """Checker of QConv: a 1-D or 2-D input whose channels match the weights."""
     out = check_spatial(node, g, arch)
     w = node.attr("w")
     shape = g.shapes.get(node.inputs[0])
@@ -127,19 +131,13 @@ def check_qconv(node, g, arch) -> list[str]:
 
 @op("QConv", check=check_qconv, domain=DOMAIN)
 def qconv(node, ctx: Lowering):
+    """Conv: exact integer sums (padding taps read the input's zero point), then
+    Requantize per output channel with bias ``B − zp_x·Σw``."""
     x = ctx.tensor(node.inputs[0])
     w = node.attr("w").astype(np.float64)
-    group = int(node.attr("group", 1))
     Co, Cig = w.shape[:2]
-    if len(x.shape) == 3:
-        w = w.reshape(Co, Cig, 1, w.shape[2])
-    kernel, strides, dil, pads = window_attrs(node, x.shape, node.attr("w").shape[2:])
-    KH, KW = w.shape[2:]
-    wfull = np.zeros((KH, KW, Co, x.shape[1]))
-    cog = Co // group
-    for gi in range(group):
-        wfull[:, :, gi * cog:(gi + 1) * cog, gi * Cig:(gi + 1) * Cig] = \
-            w[gi * cog:(gi + 1) * cog].transpose(2, 3, 0, 1)
+    _, strides, dil, pads = window_attrs(node, x.shape, w.shape[2:])
+    wfull = dense_weights(w, int(node.attr("group", 1)), x.shape[1])
     px = node.attr("x")
     out = node.outputs[0]
     pad = _zero_point_vector(ctx, x, px.zero_point) if any(pads) else None
@@ -154,6 +152,8 @@ def qconv(node, ctx: Lowering):
 
 @op("QGemm", domain=DOMAIN)
 def qgemm(node, ctx: Lowering):
+    """Gemm / MatMul with constant weights: exact integer rows, then Requantize per output
+    feature with bias ``B − zp_x·Σw``."""
     a = ctx.tensor(node.inputs[0])
     w = node.attr("w").astype(np.float64)
     out = node.outputs[0]
@@ -183,15 +183,9 @@ def qadd(node, ctx: Lowering):
     out = node.outputs[0]
     tb = ctx.tensor(node.inputs[1])
     layer, t = ctx.copy_layer(ctx.tensor(node.inputs[0]), out)
-    pairs = congruent_pairs(t, tb, ctx.n)
-    if pairs is not None:
-        aux = ctx.space.new(f"{out}:operand", pairs.shape[1])
-        layer.steps.append(Load(aux, np.arange(pairs.shape[1]), pairs[1]))
-        o = pairs[0] - layer.out.start
-    else:
-        o, aux = operand_like(ctx, layer, t, tb.idx, out)
-    order = np.argsort(o, kind="stable")
-    o, paired = o[order], np.arange(len(o))[order]
+    o, aux = operand_beside(ctx, layer, t, tb, out)
+    paired = np.argsort(o, kind="stable")
+    o = o[paired]
     ka, kb = f"{out}:scale_a", f"{out}:scale_b"
     layer.steps.append(Simd(layer.out, o, [("const", R_CLAMP, ka)],
                             [SimdStep(Op.MULTIPLY, 0, R_CLAMP, 0)],
@@ -205,7 +199,7 @@ def qadd(node, ctx: Lowering):
                      -(pa.zero_point * ma + pb.zero_point * mb), py, node.attr("clip"), out)
 
 
-@op("QAveragePool", check=check_spatial, domain=DOMAIN)
+@op("QAveragePool", check=check_avgpool, domain=DOMAIN)
 def qaverage_pool(node, ctx: Lowering):
     """GlobalAveragePool, or AveragePool counting its padding (which reads the zero point):
     the window's sum through the array (weight 1 per tap), requantized by
@@ -216,8 +210,7 @@ def qaverage_pool(node, ctx: Lowering):
         kernel, strides, _, pads = window_attrs(node, x.shape)
     else:
         kernel, strides, pads = list(spatial(x.shape)), [1, 1], [0, 0, 0, 0]
-    wfull = np.zeros((kernel[0], kernel[1], C, C))
-    wfull[:, :, np.arange(C), np.arange(C)] = 1.0
+    wfull = depthwise(kernel[0], kernel[1], C, range(kernel[0] * kernel[1]), 1.0)
     px, taps = node.attr("x"), kernel[0] * kernel[1]
     out = node.outputs[0]
     pad = _zero_point_vector(ctx, x, px.zero_point) if any(pads) else None
@@ -322,15 +315,9 @@ def qmul(node, ctx: Lowering):
     out, n = node.outputs[0], ctx.n
     tb = ctx.tensor(node.inputs[1])
     layer, t = _copy(ctx, node)
-    pairs = congruent_pairs(t, tb, ctx.n)
-    if pairs is not None:
-        aux = ctx.space.new(f"{out}:operand", pairs.shape[1])
-        layer.steps.append(Load(aux, np.arange(pairs.shape[1]), pairs[1]))
-        o = pairs[0] - layer.out.start
-    else:
-        o, aux = operand_like(ctx, layer, t, np.broadcast_to(tb.idx, t.shape), out)
-    order = np.argsort(o, kind="stable")
-    o, paired = o[order], order
+    o, aux = operand_beside(ctx, layer, t, tb, out)
+    paired = np.argsort(o, kind="stable")
+    o = o[paired]
     for key, zp, read in ((f"{out}:minus_zp_a", pa.zero_point, "self"),
                           (f"{out}:minus_zp_b", pb.zero_point, "aux")):
         layer.steps.append(Simd(layer.out, o, [("const", R_CLAMP, key)],

@@ -74,7 +74,7 @@ def pack_factor(ctx: Lowering, name: str, shape) -> int:
 
 
 def gathered_conv(ctx: Lowering, x: Tensor, out_name: str, out_shape, wfull, bias, strides,
-                  dil, pads, macs: int, into, pack: int) -> LinearBuilder:
+                  dil, pads, macs: int, into, pack: int, pad_vector=None) -> LinearBuilder:
     """:func:`spatial_linear` for a packed input or output (:func:`.ir.packed_layout`): every
     (input channel, kernel tap) is a weighted gather of the input (:meth:`Lowering.gather`),
     so one tile maps each pair of input and output vectors, whatever pixels they hold. The
@@ -84,6 +84,8 @@ def gathered_conv(ctx: Lowering, x: Tensor, out_name: str, out_shape, wfull, bia
     S0, S1 = spatial(x.shape)
     KH, KW, Co, _ = wfull.shape
     Ho, Wo = spatial(out_shape)
+    if pad_vector is not None:
+        ctx.fail("internal: a packed convolution cannot read a padding vector")
     if into is None:
         if pack > 1:
             buf, y = packed_layout(ctx.space, out_name, (N, Co, Ho, Wo), pack, n)
@@ -164,7 +166,7 @@ def spatial_linear(ctx: Lowering, x: Tensor, out_name: str, out_shape, wfull: np
     pack = pack_factor(ctx, out_name, out_shape) if into is None and req_name is None else 1
     if pack > 1 or any(b.packed > 1 for b in ctx.buffers_of(x)):
         return gathered_conv(ctx, x, out_name, out_shape, wfull, bias, strides, dil, pads,
-                             macs, into, pack)
+                             macs, into, pack, pad_vector)
     gr = input_slots(ctx, x)
     if gr is None:                                  # channels not stored alike: relayout
         if into is not None:
@@ -276,16 +278,11 @@ def spatial_linear(ctx: Lowering, x: Tensor, out_name: str, out_shape, wfull: np
     return b
 
 
-@op("Conv", check=check_conv)
-def conv(node, ctx: Lowering):
-    x = ctx.tensor(node.inputs[0])
-    w = ctx.const(node.inputs[1])
-    bias = ctx.const(node.inputs[2]) if len(node.inputs) > 2 and node.inputs[2] else None
-    kernel, strides, dil, pads = window_attrs(node, x.shape, w.shape[2:])
-    group = int(node.attr("group", 1))
+def dense_weights(w: np.ndarray, group: int, C: int) -> np.ndarray:
+    """A Conv's weights (Co, C/group, [KH,] KW) as the dense (KH, KW, Co, C) array
+    :func:`spatial_linear` takes (block-diagonal for groups; 1-D kernels as one row)."""
     Co, Cig = w.shape[:2]
-    C = x.shape[1]
-    if len(x.shape) == 3:
+    if w.ndim == 3:
         w = w.reshape(Co, Cig, 1, w.shape[2])
     KH, KW = w.shape[2:]
     wfull = np.zeros((KH, KW, Co, C))
@@ -293,6 +290,17 @@ def conv(node, ctx: Lowering):
     for gi in range(group):
         wfull[:, :, gi * cog:(gi + 1) * cog, gi * Cig:(gi + 1) * Cig] = \
             w[gi * cog:(gi + 1) * cog].transpose(2, 3, 0, 1)
+    return wfull
+
+
+@op("Conv", check=check_conv)
+def conv(node, ctx: Lowering):
+    x = ctx.tensor(node.inputs[0])
+    w = ctx.const(node.inputs[1])
+    bias = ctx.const(node.inputs[2]) if len(node.inputs) > 2 and node.inputs[2] else None
+    kernel, strides, dil, pads = window_attrs(node, x.shape, w.shape[2:])
+    Co, Cig = w.shape[:2]
+    wfull = dense_weights(w, int(node.attr("group", 1)), x.shape[1])
     out_shape = ctx.g.shape(node.outputs[0])
 
     def lower(into=None):               # the input as it is named then (it may have moved)
@@ -380,7 +388,7 @@ def average(ctx: Lowering, node, x: Tensor, out_name: str, kernel, strides, pads
         """``name`` = Σ over ``taps`` of ``weight``·x: a depthwise convolution, or for one
         window over the whole input, a weighted gather of the taps' vectors."""
         if not whole:
-            spatial_linear(ctx, x, name, out_shape, _depthwise(KH, KW, C, taps, weight),
+            spatial_linear(ctx, x, name, out_shape, depthwise(KH, KW, C, taps, weight),
                            None, strides, (1, 1), pads, 0, req_name=req)
             return
         buf, y = ctx.new_activation(name, out_shape)
@@ -446,7 +454,7 @@ def average(ctx: Lowering, node, x: Tensor, out_name: str, kernel, strides, pads
     ctx.set(out_name, Tensor(t.idx))
 
 
-def _depthwise(KH: int, KW: int, C: int, taps, weight: float) -> np.ndarray:
+def depthwise(KH: int, KW: int, C: int, taps, weight: float) -> np.ndarray:
     """(KH, KW, C, C) weights of a depthwise sum over ``taps`` (row-major tap numbers)."""
     wfull = np.zeros((KH, KW, C, C))
     kh, kw = np.divmod(np.asarray(taps), KW)

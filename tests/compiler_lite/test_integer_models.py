@@ -170,8 +170,9 @@ def squeeze_excite_block():
     return make_model(nodes, {"x": (1, 8, 6, 6)}, ["y"], inits, opset=13)
 
 
-BLOCKS = {"resnet": resnet_block, "squeeze_excite": squeeze_excite_block, "mobilenet": mobilenet_block, "head": classifier_head,
-          "yolo": yolo_block, "preactivation": preactivation_block}
+BLOCKS = {"resnet": resnet_block, "squeeze_excite": squeeze_excite_block,
+          "mobilenet": mobilenet_block, "head": classifier_head, "yolo": yolo_block,
+          "preactivation": preactivation_block}
 
 
 def quantized(model, kind, tmp_path, samples=8, seed=100):
@@ -322,10 +323,77 @@ def test_unsupported_quantized_node_is_named(tmp_path):
         compile_model(str(q), "pynqz1_int8")
 
 
-def test_a_model_quantized_for_int16_is_refused_on_int8(tmp_path):
-    q, _ = quantized(classifier_head(), "int16", tmp_path)
-    with pytest.raises(CompileError, match="INT8"):
+@pytest.mark.parametrize("kind, arch, typ", [("int16", "pynqz1_int8", "int16"),
+                                             ("int8", "ultra96v2_int16", "int8")])
+def test_a_model_of_the_other_integer_type_is_refused(kind, arch, typ, tmp_path):
+    q, _ = quantized(classifier_head(), kind, tmp_path)
+    with pytest.raises(CompileError, match=f"activation type {typ} does not match"):
+        compile_model(str(q), arch)
+
+
+def operator_form(model, tmp_path):
+    """onnxruntime's operator-form model (QLinearConv, QLinearMatMul) of ``model``."""
+    from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType,
+                                          quantize_static)
+    shape = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
+    samples = iter([{"x": rand(shape, 40 + k)} for k in range(6)])
+
+    class Reader(CalibrationDataReader):
+        def get_next(self):
+            return next(samples, None)
+
+    path, out = tmp_path / "float.onnx", tmp_path / "qop.onnx"
+    onnx.save(model, str(path))
+    quantize_static(str(path), str(out), Reader(), quant_format=QuantFormat.QOperator,
+                    per_channel=True, activation_type=QuantType.QInt8,
+                    weight_type=QuantType.QInt8)
+    return out, shape
+
+
+def test_operator_form_conv_and_matmul(tmp_path):
+    """QLinearConv with an int32 bias (already at s_x·s_w) and QLinearMatMul."""
+    model = make_model([helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+                        helper.make_node("Flatten", ["c"], ["f"]),
+                        helper.make_node("MatMul", ["f", "wm"], ["y"])],
+                       {"x": (1, 4, 5, 5)}, ["y"], {"w": he((6, 4, 3, 3), 81),
+                                                   "b": rand((6,), 82, 0.3),
+                                                   "wm": he((150, 10), 83)}, opset=13)
+    q, shape = operator_form(model, tmp_path)
+    ops = {n.op_type for n in onnx.load(str(q)).graph.node}
+    assert {"QLinearConv", "QLinearMatMul"} <= ops
+    equal, worst = agreement(q, "pynqz1_int8", shape)
+    assert worst < 1.01 and equal >= 0.99, (worst, equal)
+
+
+def test_refusals_name_the_node(tmp_path):
+    """Quantized patterns the integer path cannot take: one error naming each node."""
+    m = make_model([helper.make_node("Conv", ["x", "w"], ["c"]),
+                    helper.make_node("Resize", ["c", "", "sc"], ["r"], mode="linear"),
+                    helper.make_node("AveragePool", ["r"], ["a"], kernel_shape=[3, 3],
+                                     strides=[2, 2], ceil_mode=1),
+                    helper.make_node("LeakyRelu", ["a"], ["y"], alpha=3.0)],
+                   {"x": (1, 4, 5, 5)}, ["y"], {"w": he((4, 4, 1, 1), 3),
+                                               "sc": np.array([1, 1, 2, 2])}, opset=13)
+    q, _ = quantized(m, "int8", tmp_path)
+    with pytest.raises(CompileError) as e:
         compile_model(str(q), "pynqz1_int8")
+    text = str(e.value)
+    assert "3 node(s)" in text and "mode 'nearest'" in text and "ceil_mode = 1" in text \
+        and "alpha 3.0" in text
+
+
+def test_two_outputs_dequantize_one_tensor(tmp_path):
+    """Two graph outputs, each a DequantizeLinear of the same quantized tensor."""
+    q, shape = quantized(make_model([helper.make_node("Conv", ["x", "w"], ["y1"])],
+                                    {"x": (1, 4, 5, 5)}, ["y1"], {"w": he((4, 4, 1, 1), 3)},
+                                    opset=13), "int8", tmp_path)
+    m = onnx.load(str(q))
+    dq = next(n for n in m.graph.node if n.output[0] == "y1")
+    m.graph.node.append(helper.make_node("DequantizeLinear", list(dq.input), ["y2"]))
+    m.graph.output.append(helper.make_tensor_value_info("y2", onnx.TensorProto.FLOAT, None))
+    onnx.save(m, str(tmp_path / "two.onnx"))
+    equal, worst = agreement(tmp_path / "two.onnx", "pynqz1_int8", shape)
+    assert worst < 1.01 and equal >= 0.99
 
 
 def test_cli_quantize_and_calibrate(tmp_path, capsys):
