@@ -108,13 +108,15 @@ def _steps(ctx: Lowering, layer, vecs, m, s, bias, real, y, clip, key: str) -> N
                                 [SimdStep(simd_op, 0, R_CLAMP, 0)], consts={kv: v}))
 
 
-def _zero_point_vector(ctx: Lowering, x: Tensor, zp: int) -> int | None:
-    """A constant vector holding ``zp`` in every lane (what padding taps read), or None for
-    a zero point of 0 (padding taps then cost nothing)."""
+def _zero_point_vectors(ctx: Lowering, x: Tensor, zp: int, out_shape) -> int | None:
+    """The first of max(rows, columns) of ``out_shape`` constant vectors holding ``zp`` in
+    every lane (what padding taps read: :func:`.linear.spatial_linear`), or None for a
+    zero point of 0 (padding taps then cost nothing)."""
     if zp == 0:
         return None
-    key = f"{x.name}:zero_point"
-    ctx.g.consts.setdefault(key, np.full(ctx.n, float(zp)))
+    count = max(spatial(out_shape))
+    key = f"{x.name}:zero_point:{count}"
+    ctx.g.consts.setdefault(key, np.full((count, ctx.n), float(zp)))
     return int(ctx.const_tensor(key).idx.reshape(-1)[0] // ctx.n)
 
 
@@ -140,7 +142,7 @@ def qconv(node, ctx: Lowering):
     wfull = dense_weights(w, int(node.attr("group", 1)), x.shape[1])
     px = node.attr("x")
     out = node.outputs[0]
-    pad = _zero_point_vector(ctx, x, px.zero_point) if any(pads) else None
+    pad = _zero_point_vectors(ctx, x, px.zero_point, ctx.g.shape(out)) if any(pads) else None
     spatial_linear(ctx, x, out, ctx.g.shape(out), wfull, None, strides, dil, pads, Co * Cig,
                    pad_vector=pad)
     layer, y = ctx.open, ctx.tensor(out)
@@ -213,7 +215,7 @@ def qaverage_pool(node, ctx: Lowering):
     wfull = depthwise(kernel[0], kernel[1], C, range(kernel[0] * kernel[1]), 1.0)
     px, taps = node.attr("x"), kernel[0] * kernel[1]
     out = node.outputs[0]
-    pad = _zero_point_vector(ctx, x, px.zero_point) if any(pads) else None
+    pad = _zero_point_vectors(ctx, x, px.zero_point, ctx.g.shape(out)) if any(pads) else None
     spatial_linear(ctx, x, out, ctx.g.shape(out), wfull, None, strides, (1, 1), pads, 1,
                    pad_vector=pad)
     layer, y = ctx.open, ctx.tensor(out)

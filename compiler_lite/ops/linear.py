@@ -155,9 +155,9 @@ def spatial_linear(ctx: Lowering, x: Tensor, out_name: str, out_shape, wfull: np
     counted Tensil's way: padding taps are not MACs. ``into``: (layer, tensor) to add the
     result to in the accumulators instead (an accumulating step of that open layer, the
     tensor stored per :func:`block_vectors`, ``x`` read in place per :func:`input_slots`).
-    ``pad_vector``: a vector (virtual index) that padding taps read instead of being left
-    out, for an input whose padding value is not zero (an integer input's zero point:
-    every lane of the vector holds it)."""
+    ``pad_vector``: the first of max(output rows, columns) vectors (virtual index) that
+    padding taps read instead of being left out, for an input whose padding value is not
+    zero (an integer input's zero point: every lane of every one holds it)."""
     n = ctx.n
     N, C = x.shape[:2]
     S0, S1 = spatial(x.shape)
@@ -250,9 +250,12 @@ def spatial_linear(ctx: Lowering, x: Tensor, out_name: str, out_shape, wfull: np
             # break at the image's edges, which costs instructions, not cycles)
             o_valid, x_valid = o_blk[inside], xv[inside]
             if pad_vector is not None and not inside.all():
+                # along a padded row the column picks the vector, down a padded column the
+                # row does: both runs roll up into one MatMul each
+                row_out = ((i0 < 0) | (i0 >= S0))[~inside]
+                pad_x = pad_vector + np.where(row_out, cc[~inside], rr[~inside])
                 o_valid = np.concatenate([o_valid, o_blk[~inside]])
-                x_valid = np.concatenate([x_valid, np.full(int(np.count_nonzero(~inside)),
-                                                           pad_vector, dtype=np.int64)])
+                x_valid = np.concatenate([x_valid, pad_x])
             o_lack = None
             for cob in blocks[kh][kw][s]:
                 is_bias = has_bias and (kh, kw) == cb_bias and bias_slot[cob] == s
