@@ -95,9 +95,12 @@ class _Converter:
     # ------------------------------------------------------------------------- helpers
 
     def fail(self, node: Node, why: str) -> None:
+        """Note a problem with ``node`` (all are raised together at the end)."""
         self.problems.append(f"{node.label}: {why}")
 
     def scalar_params(self, node: Node, scale: str, zp: str | None) -> QParams | None:
+        """One tensor's quantization from constants ``scale`` and ``zp`` (signed, of the
+        type's width); None, with a problem noted, otherwise."""
         g = self.g
         if scale not in g.consts or (zp and zp not in g.consts):
             self.fail(node, "its scale and zero point must be constants")
@@ -125,6 +128,7 @@ class _Converter:
         return QParams(float(s.reshape(-1)[0]), int(z.reshape(-1)[0]))
 
     def name(self, t: str) -> str:
+        """The name integer tensor ``t`` takes in the graph (a model input's or output's)."""
         return self.alias.get(t, t)
 
     def activation(self, node: Node, t: str) -> tuple[str, QParams] | None:
@@ -141,6 +145,8 @@ class _Converter:
         return None
 
     def weight(self, node: Node, t: str, what: str) -> Weights | None:
+        """The quantized constant ``t`` (signed, the type's width, symmetric); None, with a
+        problem noted, otherwise."""
         w = self.weights.get(t)
         if w is None:
             self.fail(node, f"the {what} '{t}' must be an integer constant behind "
@@ -205,6 +211,8 @@ class _Converter:
     # ----------------------------------------------------------------------- the walk
 
     def run(self) -> Graph:
+        """Convert every node; the integer graph, or one CompileError listing every node
+        that cannot be taken."""
         g = self.g
         self._collect()
         for node in g.nodes:
@@ -281,6 +289,8 @@ class _Converter:
                     self.deq[node.outputs[0]] = src
 
     def _graph_output(self, y: str) -> str:
+        """Graph output ``y`` (a DequantizeLinear's): the integer tensor behind it takes its
+        name, and its quantization goes to the host."""
         g = self.g
         maker = g.producer(y)
         if maker is None or maker.op != "DequantizeLinear":
@@ -316,6 +326,7 @@ class _Converter:
                 "Relu": self._clamp, "Clip": self._clamp}
 
     def _convert(self, node: Node) -> None:
+        """One node: its handler, a view, or a problem noted."""
         handler = self.handlers.get(node.op)
         if handler is not None:
             handler(node)
@@ -330,6 +341,7 @@ class _Converter:
     # ---------------------------------------------------------------------- operators
 
     def _emit(self, op: str, node: Node, inputs, output: str, **attrs) -> None:
+        """Append integer operator ``op`` (domain tcu) made from ``node``."""
         self.nodes.append(Node(op, node.name, list(inputs), [output], attrs, DOMAIN))
 
     def _bias(self, node: Node, name: str | None, acc_scale: np.ndarray, channels: int):
@@ -360,6 +372,8 @@ class _Converter:
 
     def _linear(self, node: Node, x: str, w: Weights | None, bias_name, out,
                 op: str, weights: np.ndarray, **attrs) -> None:
+        """A QConv or QGemm: input ``x``, weights ``w``, bias, output ``out`` (from
+        :meth:`output`)."""
         got = self.activation(node, x)
         if got is None or w is None or out is None:
             return
@@ -374,6 +388,7 @@ class _Converter:
                    bias=bias, clip=clip, **attrs)
 
     def _conv(self, node: Node) -> None:
+        """Conv with quantized weights (per output channel) and bias."""
         w = self.weight(node, node.inputs[1], "weights")
         if w is not None and w.scale.size > 1 and w.axis not in (0, -4):
             self.fail(node, "per-channel weight scales must be along the output channels")
@@ -384,6 +399,7 @@ class _Converter:
                      w.q if w is not None else None, **attrs)
 
     def _gemm(self, node: Node) -> None:
+        """Gemm (transB allowed) or MatMul whose second operand is quantized weights."""
         a, b = node.inputs[:2]
         if node.op == "Gemm" and (node.attr("transA", 0) or
                                   float(node.attr("alpha", 1.0)) != 1.0 or
@@ -405,6 +421,7 @@ class _Converter:
                      self.output(node, node.outputs[0]), "QGemm", q)
 
     def _qlinear_conv(self, node: Node) -> None:
+        """QLinearConv: integer in, integer out, its int32 bias at s_x·s_w."""
         ins = node.inputs
         x = self._qlinear_input(node, ins[0], ins[1], ins[2])
         w = self._qlinear_weights(node, ins[3], ins[4], ins[5], 0)
@@ -413,6 +430,7 @@ class _Converter:
                       **{k: v for k, v in node.attrs.items()})
 
     def _qlinear_matmul(self, node: Node) -> None:
+        """QLinearMatMul with constant integer weights (scales per output column)."""
         ins = node.inputs
         x = self._qlinear_input(node, ins[0], ins[1], ins[2])
         w = self._qlinear_weights(node, ins[3], ins[4], ins[5], 1)
@@ -420,6 +438,7 @@ class _Converter:
                       w.q if w is not None else None)
 
     def _qlinear_input(self, node: Node, t, s, z):
+        """An operator-form input: an integer activation read with its own quantization."""
         p = self.scalar_params(node, s, z)
         if p is None:
             return None
@@ -432,6 +451,7 @@ class _Converter:
         return t
 
     def _qlinear_weights(self, node: Node, t, s, z, axis) -> Weights | None:
+        """An operator-form node's weights, scales and zero points (constants)."""
         g = self.g
         if not all(k in g.consts for k in (t, s, z)):
             self.fail(node, "its weights, scales and zero points must be constants")
@@ -442,6 +462,8 @@ class _Converter:
         return self.weight(node, t, "weights")
 
     def _qlinear(self, node, x, w, ys, yz, bias_name, op, weights, **attrs) -> None:
+        """The integer operator of an operator-form node (output quantization from its
+        inputs)."""
         p = self.scalar_params(node, ys, yz)
         if x is None or w is None or p is None:
             return
@@ -450,6 +472,7 @@ class _Converter:
         self._linear(node, x, w, bias_name, (self.name(y), p, None), op, weights, **attrs)
 
     def _add(self, node: Node) -> None:
+        """Add of two activations of one shape, each rescaled to the output."""
         a = self.activation(node, node.inputs[0])
         b = self.activation(node, node.inputs[1])
         out = self.output(node, node.outputs[0])
@@ -461,6 +484,7 @@ class _Converter:
         self._emit("QAdd", node, [a[0], b[0]], out[0], a=a[1], b=b[1], y=out[1], clip=out[2])
 
     def _average(self, node: Node) -> None:
+        """GlobalAveragePool, or AveragePool whose windows are whole or count padding."""
         x = self.activation(node, node.inputs[0])
         out = self.output(node, node.outputs[0])
         if x is None or out is None:
@@ -543,6 +567,7 @@ class _Converter:
                    clip=(lo, hi))
 
     def _leaky(self, node: Node) -> None:
+        """LeakyRelu with -1 < alpha < 2 (its slopes fit the lane multipliers)."""
         alpha = float(node.attr("alpha", 0.01))
         if not -1 < alpha < 2:
             self.fail(node, f"alpha {alpha}: the integer LeakyRelu takes -1 < alpha < 2 (its "
@@ -605,6 +630,7 @@ class _Converter:
 
 
 def _const_or(g: Graph, names, default: float) -> float:
+    """The scalar constant ``names[0]`` names, or ``default`` when there is none."""
     if names and names[0] and names[0] in g.consts:
         return float(np.asarray(g.consts[names[0]]).reshape(-1)[0])
     return default
