@@ -138,6 +138,11 @@ class _Converter:
             return self.name(q), self.params[q]
         if t in self.params:
             return self.name(t), self.params[t]
+        if t in self.weights or t in self.g.consts:
+            self.fail(node, f"input '{t}' is a constant; the integer {node.op} takes two "
+                            f"activations (constant operands are supported by Conv, Gemm, "
+                            f"MatMul and BatchNormalization)")
+            return None
         self.fail(node, f"input '{t}' is not quantized: the integer path needs every "
                         f"activation to pass QuantizeLinear → DequantizeLinear (quantize the "
                         f"model with onnxruntime.quantization.quantize_static, or compile "
@@ -471,13 +476,19 @@ class _Converter:
         self.params[y] = p
         self._linear(node, x, w, bias_name, (self.name(y), p, None), op, weights, **attrs)
 
+    def _operands(self, node: Node, count: int, fuse: bool = True):
+        """(the integer tensor behind each of the first ``count`` inputs, then the output
+        from :meth:`output`), or None when any is refused (problems noted for each)."""
+        got = [self.activation(node, i) for i in node.inputs[:count]]
+        out = self.output(node, node.outputs[0], fuse)
+        return None if out is None or any(g is None for g in got) else (*got, out)
+
     def _add(self, node: Node) -> None:
         """Add of two activations of one shape, each rescaled to the output."""
-        a = self.activation(node, node.inputs[0])
-        b = self.activation(node, node.inputs[1])
-        out = self.output(node, node.outputs[0])
-        if a is None or b is None or out is None:
+        got = self._operands(node, 2)
+        if got is None:
             return
+        a, b, out = got
         if self.shapes.get(node.inputs[0]) != self.shapes.get(node.inputs[1]):
             self.fail(node, "a quantized Add needs operands of one shape (no broadcast)")
             return
@@ -485,10 +496,10 @@ class _Converter:
 
     def _average(self, node: Node) -> None:
         """GlobalAveragePool, or AveragePool whose windows are whole or count padding."""
-        x = self.activation(node, node.inputs[0])
-        out = self.output(node, node.outputs[0])
-        if x is None or out is None:
+        got = self._operands(node, 1)
+        if got is None:
             return
+        x, out = got
         attrs = {k: v for k, v in node.attrs.items()}
         if node.op == "AveragePool":
             auto = node.attr("auto_pad", "NOTSET") or "NOTSET"
@@ -506,11 +517,10 @@ class _Converter:
 
     def _mul(self, node: Node) -> None:
         """Product of two activations (a squeeze-excite gate broadcasts per channel)."""
-        a = self.activation(node, node.inputs[0])
-        b = self.activation(node, node.inputs[1])
-        out = self.output(node, node.outputs[0])
-        if a is None or b is None or out is None:
+        got = self._operands(node, 2)
+        if got is None:
             return
+        a, b, out = got
         shape = self.shapes.get(node.outputs[0])
         if self.shapes.get(node.inputs[0]) != shape:
             a, b = b, a
@@ -522,9 +532,10 @@ class _Converter:
 
     def _affine(self, node: Node) -> None:
         """BatchNormalization not folded into a convolution: ``y = a·x + b`` per channel."""
-        x, out = self.activation(node, node.inputs[0]), self.output(node, node.outputs[0])
-        if x is None or out is None:
+        got = self._operands(node, 1)
+        if got is None:
             return
+        x, out = got
         values = [self.constant(i) for i in node.inputs[1:5]]
         if any(v is None for v in values):
             self.fail(node, "its scale, bias, mean and variance must be constants")
@@ -549,9 +560,10 @@ class _Converter:
 
     def _hard_sigmoid(self, node: Node) -> None:
         """HardSigmoid = clip(αx + β, 0, 1): an affine map with a clamp (4-D tensors)."""
-        x, out = self.activation(node, node.inputs[0]), self.output(node, node.outputs[0])
-        if x is None or out is None:
+        got = self._operands(node, 1)
+        if got is None:
             return
+        x, out = got
         shape = self.shapes.get(node.inputs[0]) or self.g.shapes[node.inputs[0]]
         if len(shape) != 4:
             self.fail(node, f"a quantized HardSigmoid needs a [N, C, H, W] input (got rank "
@@ -573,16 +585,17 @@ class _Converter:
             self.fail(node, f"alpha {alpha}: the integer LeakyRelu takes -1 < alpha < 2 (its "
                             f"slopes are W + 9-bit multipliers)")
             return
-        x, out = self.activation(node, node.inputs[0]), self.output(node, node.outputs[0])
-        if x is not None and out is not None:
+        got = self._operands(node, 1)
+        if got is not None:
+            x, out = got
             self._emit("QLeakyRelu", node, [x[0]], out[0], alpha=float(node.attr("alpha", 0.01)),
                        x=x[1], y=out[1], clip=out[2])
 
     def _clamp(self, node: Node) -> None:
         """A Relu or Clip of its own: a rescale to the output's quantization, clamped."""
-        x = self.activation(node, node.inputs[0])
-        out = self.output(node, node.outputs[0], fuse=False)
-        if x is not None and out is not None:
+        got = self._operands(node, 1, fuse=False)
+        if got is not None:
+            x, out = got
             self._emit("QRescale", node, [x[0]], out[0], x=x[1], y=out[1],
                        clip=self.clip_of(node, out[1]))
 

@@ -428,3 +428,14 @@ def test_cli_quantize_errors(extra, message, tmp_path, capsys):
                  "-t", str(tmp_path / "out"), "-q", *extra]) != 0
     assert message in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_a_constant_operand_of_add_is_named(tmp_path):
+    model = make_model([helper.make_node("Conv", ["x", "w"], ["c"]),
+                        helper.make_node("Add", ["c", "k"], ["y"])],
+                       {"x": (1, 4, 5, 5)}, ["y"], {"w": he((4, 4, 1, 1), 3),
+                                                   "k": rand((1, 4, 5, 5), 4)}, opset=13)
+    q, _ = quantized(model, "int8", tmp_path)
+    with pytest.raises(CompileError, match=r"Add.*is a constant; the integer Add takes two "
+                                           r"activations"):
+        compile_model(str(q), "pynqz1_int8")
