@@ -77,28 +77,21 @@ class LayerConsts:
 
 def const_digits(dt) -> int:
     """Local vectors per SIMD constant: 1, or for an integer type the base-2^W digits of an
-    accumulator-width value (docs/integer.md: one move 0xD, then 0xE per lower digit)."""
+    accumulator-width value (:func:`tcu_hw.numeric.accumulator_digits`)."""
     if not dt.is_integer:
         return 1
     return -(-dt.accumulator.width // dt.width)
 
 
 def const_digit(v, dt, d: int) -> np.ndarray:
-    """Digit ``d`` (0 = the top one, signed) of SIMD constant ``v`` as local-memory values:
-    the constant itself for other types; for an integer type the top digit is signed and a
-    lower one is its W bits read as a signed W-bit value (0xE takes them modulo 2^W)."""
+    """Digit ``d`` (0 = the top one) of SIMD constant ``v`` as local-memory values: the
+    constant itself for other types (:func:`tcu_hw.numeric.accumulator_digits`)."""
     if not dt.is_integer:
         return np.asarray(v, dtype=np.float64)
-    at, w = dt.accumulator, dt.width
-    v = np.asarray(v, dtype=np.int64)
-    if v.size and (v.min() < at.min_raw or v.max() > at.max_raw):
-        raise CompileError(f"internal: SIMD constant outside {at.name}")
-    digits = const_digits(dt)
-    part = v >> (w * (digits - 1 - d))
-    if d == 0:
-        return part.astype(np.float64)
-    low = part & ((1 << w) - 1)
-    return np.where(low >= 1 << (w - 1), low - (1 << w), low).astype(np.float64)
+    try:
+        return numeric.accumulator_digits(v, dt)[d].astype(np.float64)
+    except ValueError as e:
+        raise CompileError(f"internal: SIMD constant: {e}") from None
 
 
 @dataclass

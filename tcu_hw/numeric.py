@@ -292,6 +292,26 @@ class RequantizeFields:
     zero_point_bits: int
 
 
+def accumulator_digits(values, dt: DataType) -> np.ndarray:
+    """Accumulator-type values of integer type ``dt`` as the local-memory words that put them
+    in the accumulators (docs/integer.md, DataMove 0xD then 0xE): shape (digits, ...) with
+    ``digits = ceil(accumulator width / W)``, the top digit signed, each lower one its W
+    bits read as a signed W-bit value (0xE takes it modulo 2^W). ValueError for a value
+    outside the accumulator type."""
+    if not dt.is_integer or not dt.accumulator_width:
+        raise ValueError(f"{dt.name} has no wide accumulator values")
+    at, w = dt.accumulator, dt.width
+    v = np.asarray(values, dtype=np.int64)
+    if v.size and (v.min() < at.min_raw or v.max() > at.max_raw):
+        raise ValueError(f"value outside {at.name}")
+    count = -(-at.width // w)
+    out = [v >> (w * (count - 1))]
+    for d in range(1, count):
+        low = (v >> (w * (count - 1 - d))) & ((1 << w) - 1)
+        out.append(np.where(low >= 1 << (w - 1), low - (1 << w), low))
+    return np.stack(out)
+
+
 def requantize_fields(dt: DataType) -> RequantizeFields:
     """The parameter layout of integer type ``dt`` (ValueError for other types)."""
     if not dt.is_integer or not dt.accumulator_width:

@@ -241,3 +241,23 @@ def test_integer_multiply_is_exact_with_its_right_operand_clipped(data):
     bits = at.multiplier_width
     b_clipped = max(-(1 << (bits - 1)), min((1 << (bits - 1)) - 1, b))
     assert int(numeric.multiply_integer([a], [b], at)[0]) == clamp(a * b_clipped, at)
+
+
+@pytest.mark.parametrize("name", ["INT8", "INT16"])
+def test_accumulator_digits_rebuild_the_value_by_0xD_then_0xE(name):
+    """The compiler's words for a wide constant: 0xD sign-extends the top one, each 0xE
+    shifts W bits in (acc·2^W + word mod 2^W); the edges of the accumulator type too."""
+    from tcu_hw.numeric import accumulator_digits
+    dt = {"INT8": numeric.INT8, "INT16": numeric.INT16}[name]
+    at, w = dt.accumulator, dt.width
+    rng = np.random.default_rng(5)
+    v = np.concatenate([[at.min_raw, at.max_raw, 0, -1, 1],
+                        rng.integers(at.min_raw, at.max_raw, 200, endpoint=True)])
+    words = accumulator_digits(v, dt)
+    assert words.min() >= dt.min_raw and words.max() <= dt.max_raw
+    acc = words[0].astype(object)
+    for word in words[1:]:
+        acc = acc * (1 << w) + (word.astype(object) % (1 << w))
+    assert list(acc) == [int(x) for x in v]
+    with pytest.raises(ValueError, match="outside"):
+        accumulator_digits([at.max_raw + 1], dt)
