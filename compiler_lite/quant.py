@@ -15,10 +15,15 @@ are the integer operators of :mod:`compiler_lite.ops.integer` (domain ``tcu``):
 ``QAdd``       Add of two activations, each rescaled to the output
 ``QAveragePool``  GlobalAveragePool, AveragePool (padding counted)
 ``QMul``       Mul of two activations (one may broadcast)
-``QAffine``    BatchNormalization not folded into a convolution; HardSigmoid
+``QAffine``    BatchNormalization not folded into a convolution; HardSigmoid; a chain
+               of arithmetic with scalar constants (one a and b for every element)
 ``QLeakyRelu`` LeakyRelu
 ``QRescale``   Relu or Clip of its own; an input of a view quantized otherwise than its
                output (Concat of two branches)
+``QTable``     a chain of element-wise float functions between DequantizeLinear and
+               QuantizeLinear (Sigmoid, Tanh, Erf, GELU, Exp, …, and Add, Sub, Mul, Div,
+               Pow with a scalar constant): the quantized output for every input value,
+               computed once (onnxruntime's own table kernels do the same)
 =============  ====================================================================
 
 Operators that only move values (Reshape, Flatten, Transpose, MaxPool, Concat, Split, …)
@@ -48,6 +53,12 @@ VIEWS = frozenset({"Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze", "I
                    "Resize", "Upsample"})
 
 QUANT_OPS = ("QuantizeLinear", "DequantizeLinear")
+
+#: one-input float functions a table takes (besides those of :mod:`.ops.lut`)
+SIMPLE_FUNCTIONS = {"Neg": np.negative, "Abs": np.abs}
+#: binary operators that are table functions when one operand is a scalar constant
+SCALAR_ARITHMETIC = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply,
+                     "Div": np.divide, "Pow": np.power}
 
 
 @dataclass(frozen=True)
@@ -249,8 +260,9 @@ class _Converter:
         """A Relu/Clip that an arithmetic operator before it takes as its clamp (its
         :meth:`output`); after a view or a Relu it is an operator of its own."""
         maker = self.g.producer(node.inputs[0])
-        return maker is not None and maker.op in self.handlers and \
-            maker.op not in ("Relu", "Clip") and self._fusable(node.inputs[0])
+        return maker is not None and maker.op not in ("Relu", "Clip") and \
+            (maker.op in self.handlers or self.function(maker) is not None) and \
+            self._fusable(node.inputs[0])
 
     def _collect(self) -> None:
         """Weights, input quantization and the QDQ pairs."""
@@ -331,9 +343,11 @@ class _Converter:
                 "Relu": self._clamp, "Clip": self._clamp}
 
     def _convert(self, node: Node) -> None:
-        """One node: its handler, a view, or a problem noted."""
+        """One node: a table function, its handler, a view, or a problem noted."""
         handler = self.handlers.get(node.op)
-        if handler is not None:
+        if self.function(node) is not None:
+            self._table(node)
+        elif handler is not None:
             handler(node)
         elif node.op in ("Resize", "Upsample") and node.attr("mode", "nearest") != "nearest":
             self.fail(node, f"a quantized Resize must be mode 'nearest' (it moves values); "
@@ -342,6 +356,78 @@ class _Converter:
             self._view(node)
         else:
             self.fail(node, "has no integer lowering")
+
+    # --------------------------------------------------------------- table functions
+
+    def function(self, node: Node):
+        """The float function of element-wise ``node`` of one activation (a function of
+        :mod:`.ops.lut`, Neg, Abs, or arithmetic with a scalar constant), else None."""
+        from .ops.lut import _spec                   # (ops imports this module)
+        if node.op in SIMPLE_FUNCTIONS and len(node.inputs) == 1:
+            return SIMPLE_FUNCTIONS[node.op]
+        if node.op in SCALAR_ARITHMETIC and len(node.inputs) == 2:
+            consts = [self.constant(i) for i in node.inputs]
+            if (consts[0] is None) == (consts[1] is None):
+                return None
+            c = next(v for v in consts if v is not None)
+            if c.size != 1:
+                return None
+            c, fn = float(c.reshape(-1)[0]), SCALAR_ARITHMETIC[node.op]
+            return (lambda x: fn(x, c)) if consts[1] is not None else (lambda x: fn(c, x))
+        try:
+            return _spec(node)[0] if len([i for i in node.inputs if i]) == 1 else None
+        except KeyError:
+            return None
+
+    def _activation_input(self, node: Node) -> str:
+        """The input of element-wise ``node`` that is not a constant."""
+        return next(i for i in node.inputs if i and self.constant(i) is None)
+
+    def _table(self, node: Node) -> None:
+        """The last function of a chain of element-wise functions (its output quantized)
+        becomes one QTable over the chain's integer input; the chain's earlier functions
+        are taken with it."""
+        g = self.g
+        if node.outputs[0] in g.outputs:
+            self.fail(node, f"computes the model's output '{node.outputs[0]}' in float "
+                            f"(onnxruntime's quantizer leaves {node.op} unquantized at an "
+                            f"output): end the model before it (-o "
+                            f"'{self._activation_input(node)}') and apply it on the host")
+            return
+        users = g.consumers(node.outputs[0])
+        if len(users) == 1 and self.function(users[0]) is not None and \
+                node.outputs[0] not in g.outputs:
+            return                                   # inside a chain: its last one builds
+        chain, t = [node], self._activation_input(node)
+        while t not in self.deq and t not in self.params:
+            maker = g.producer(t)
+            if maker is None or self.function(maker) is None or len(g.consumers(t)) != 1:
+                break
+            chain.insert(0, maker)
+            t = self._activation_input(maker)
+        got = self._operands(replace(node, inputs=[t]), 1)
+        if got is None:
+            return
+        (x, px), (y, py, clip) = got
+        line = _affine_chain(self, chain)
+        if line is not None:            # an affine map: no table needed (and exact on INT16)
+            self._emit("QAffine", node, [x], y, a=np.array([line[0]]),
+                       b=np.array([line[1]]), x=px, y=py, clip=clip)
+            return
+        dt = self.dt
+        xs = np.arange(dt.min_raw, dt.max_raw + 1)
+        v = numeric.dequantize(xs, px.scale, px.zero_point).astype(np.float64)
+        with np.errstate(all="ignore"):
+            for step in chain:
+                v = self.function(step)(v)
+        v = np.clip(np.nan_to_num(v, nan=0.0, posinf=3e38, neginf=-3e38), -3e38, 3e38)
+        q = numeric.quantize(v, py.scale, py.zero_point, dt)[0]
+        lo, hi = clip if clip is not None else (dt.min_raw, dt.max_raw)
+        # before rounding, as QuantizeLinear divides (float32): the steps agree with q
+        exact = np.clip((v.astype(np.float32) / np.float32(py.scale)).astype(np.float64)
+                        + py.zero_point, lo, hi)
+        self._emit("QTable", node, [x], y, table=np.clip(q, lo, hi).astype(np.int64),
+                   exact=exact, x=px, y=py, functions=" → ".join(n.op for n in chain))
 
     # ---------------------------------------------------------------------- operators
 
@@ -640,6 +726,33 @@ class _Converter:
             self.fail(node, "has no quantized input")
             return
         self.nodes.append(replace(node, inputs=ins, outputs=outs))
+
+
+def _affine_chain(conv: _Converter, chain: list[Node]) -> tuple[float, float] | None:
+    """``(a, b)`` with the chain of functions ``x ↦ a·x + b`` when every step is Neg or
+    arithmetic with a scalar constant that keeps it affine (not ``c / x``, not Pow); else
+    None."""
+    a, b = 1.0, 0.0
+    for node in chain:
+        if node.op == "Neg":
+            a, b = -a, -b
+            continue
+        if node.op not in ("Add", "Sub", "Mul", "Div"):
+            return None
+        first = conv.constant(node.inputs[0])
+        c = float((first if first is not None else conv.constant(node.inputs[1]))
+                  .reshape(-1)[0])
+        if node.op == "Add":
+            b += c
+        elif node.op == "Sub":
+            a, b = (-a, c - b) if first is not None else (a, b - c)
+        elif node.op == "Mul":
+            a, b = a * c, b * c
+        elif first is not None or c == 0:
+            return None
+        else:
+            a, b = a / c, b / c
+    return a, b
 
 
 def _const_or(g: Graph, names, default: float) -> float:

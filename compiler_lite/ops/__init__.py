@@ -1,3 +1,4 @@
 """ONNX operators, one module per family; importing this package registers them all."""
 
-from . import elementwise, integer, linear, lut, pool, resize, shape, softmax  # noqa: F401
+from . import (elementwise, integer, linear, lut, pool, qtable, resize, shape,  # noqa: F401
+               softmax)

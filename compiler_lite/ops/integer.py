@@ -248,11 +248,18 @@ def _multiply_steps(ctx: Lowering, layer, vecs, value, key: str, write="self", r
                             aux, aux_buf, consts={key: np.asarray(value, dtype=np.int64)}))
 
 
-@op("QAffine", check=check_spatial, domain=DOMAIN)
+def check_qaffine(node, g, arch) -> list[str]:
+    """Checker of QAffine: per-channel maps need a 1-D or 2-D signal; one a and b any
+    shape."""
+    return check_spatial(node, g, arch) if node.attr("a").size > 1 else []
+
+
+@op("QAffine", check=check_qaffine, domain=DOMAIN)
 def qaffine(node, ctx: Lowering):
-    """``y = a·x + b`` per channel (a batch norm of its own): ``x`` times ±2^(W+7) per lane,
-    then requantized by |a|·s_x / (s_y · 2^(W+7)) with bias b·2^(W+7) / (|a|·s_x) − (±zp_x ·
-    2^(W+7)); exact up to the bias's rounding, 2^−(W+8) of an input LSB."""
+    """``y = a·x + b`` per channel (a batch norm of its own), or with one a and b for every
+    element: ``x`` times ±2^(W+7) per lane, then requantized by |a|·s_x / (s_y · 2^(W+7))
+    with bias b·2^(W+7) / (|a|·s_x) − (±zp_x · 2^(W+7)); exact up to the bias's rounding,
+    2^−(W+8) of an input LSB."""
     dt, n = ctx.arch.dtype, ctx.n
     px, a, b = node.attr("x"), node.attr("a"), node.attr("b")
     k = dt.width + 7
@@ -264,6 +271,13 @@ def qaffine(node, ctx: Lowering):
         ctx.fail(f"the batch norm's offset is {int(np.abs(bias).max())} input steps · 2^{k}, "
                  f"beyond {dt.accumulator.name}")
     layer, t = _copy(ctx, node)
+    if len(a) == 1:
+        vecs = ctx.vectors_in(t, layer.out)
+        _multiply_steps(ctx, layer, vecs, np.full(n, sign[0] << k), f"{node.outputs[0]}:times")
+        ctx.set(node.outputs[0], Tensor(t.idx))
+        requantize_lanes(ctx, layer, t, float(mag[0] * sx / 2.0 ** k), int(bias[0]),
+                         node.attr("y"), node.attr("clip"), node.outputs[0])
+        return
     blocks = block_vectors(t, layer.out.start, n)
     C = len(a)
     for cob in range(blocks.shape[1]):

@@ -35,6 +35,24 @@ from . import fixed, lanes
 from .stream import SINK, Stream, Struct, named
 
 
+def highest_set(flags: list) -> WireVector:
+    """The index of the highest true flag (0 when none is), as a balanced tree: clog2(len)
+    levels of 2:1 selects, where a chain of selects would take len − 1 (a 256-entry table's
+    Lookup otherwise sets the clock)."""
+    bits = max(clog2(len(flags)), 1)
+
+    def tree(lo: int, hi: int):
+        if hi - lo == 1:
+            return flags[lo], Const(lo, bits)
+        mid = (lo + hi + 1) // 2
+        any_lo, at_lo = tree(lo, mid)
+        any_hi, at_hi = tree(mid, hi)
+        return any_lo | any_hi, pyrtl.select(any_hi, at_hi, at_lo)
+
+    found, at = tree(0, len(flags))
+    return pyrtl.select(found, at, Const(0, bits))
+
+
 def integer_lane(a: WireVector, b: WireVector, bias: WireVector, op: WireVector,
                  dt: DataType) -> dict:
     """An integer type's Multiply and Requantize results for one lane (docs/integer.md),
@@ -146,10 +164,7 @@ class SimdArray:
             key, vals = None, None
             if nlut:
                 # priority encoder: the highest k with key[k] <= a, else 0
-                index = Const(0, max(clog2(dlut), 1))
-                for k in range(1, dlut):
-                    index = pyrtl.select(pyrtl.signed_le(entries[0][k], a),
-                                         Const(k, index.bitwidth), index)
+                index = highest_set([pyrtl.signed_le(e, a) for e in entries[0]])
                 key = pyrtl.mux(index, *entries[0], default=zero)
                 vals = [pyrtl.mux(index, *entries[t], default=zero) for t in range(1, nlut + 1)]
                 lookup_values.append(vals)

@@ -151,6 +151,25 @@ def test_lookup_tables(depth):
     check(arch, steps)
 
 
+@pytest.mark.parametrize("depth", [3, 5, 7, 16])
+def test_lookup_with_keys_in_any_order(depth):
+    """The priority encoder (a balanced tree) picks the highest k with key[k] <= x for keys
+    in any order, repeated keys included, at depths that are not powers of two."""
+    arch = Architecture(**{**BASE, "lut_count": 1, "lut_depth": depth})
+    n = arch.array_size
+    rng = np.random.default_rng(depth + 100)
+    keys = rng.integers(-300, 300, depth).tolist()
+    keys[-1] = keys[0]
+    steps = []
+    for t, table in enumerate([keys, rng.integers(-500, 500, depth).tolist()]):
+        padded = table + [0] * (math.ceil(depth / n) * n - depth)
+        for j in range(math.ceil(depth / n)):
+            steps.append(dict(lut_valid=1, lut_table=t, lut_index=j,
+                              input=padded[j * n:(j + 1) * n]))
+    steps += random_steps(arch, 300, rng, [SimdOp.LOOKUP, SimdOp.MOVE])
+    check(arch, steps)
+
+
 @pytest.mark.parametrize("dtype", ["INT8", "INT16"])
 def test_integer_lanes_and_requantize(dtype):
     """INT8/INT16: every op on INT32/INT48 lanes, Multiply with its right operand clipped to
