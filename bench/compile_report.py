@@ -7,7 +7,9 @@ Prints compile time, instructions, constant vectors, true MACs and estimated cyc
 model, the process wall time of compiling ResNet-20 from the command line, with Tensil's
 published figures (COMPILER.md) and Tensil's program for the speech
 model. ``--hardware`` also runs each program on the cycle-accurate PyRTL core (DRAM latency
-20) and reports measured cycles and MAC utilization; for the speech model Tensil's own
+20, the board's AXI width: a vector every vector-bits / width cycles, as the generated top
+moves it; within 0.1% of the top under Verilator on ResNet-20) and reports measured cycles
+and MAC utilization; for the speech model Tensil's own
 program is run too. ResNet is compiled up to its logits (``-o dense/BiasAdd:0``): its final
 Softmax needs lookup tables, which these boards do not have. Not a test.
 """
@@ -69,7 +71,8 @@ def model_inputs(c, name):
 
 def core_run(model, inputs, raw=False):
     """One run of a `.tmodel` on the PyRTL core through the host driver (DRAM read latency
-    20): the driver's result (cycles, array MACs) and the seconds it took."""
+    20, the board's AXI width): the driver's result (cycles, array MACs, ``stats`` with
+    the width) and the seconds it took."""
     from sim.driver import Driver
     from sim.model import load_model
     m = load_model(model)
@@ -117,7 +120,7 @@ def main() -> None:
     rows = []
     head = (f"{'model':<11} {'arch':<12} {'compile s':>9} {'instr':>8} {'Tensil':>8} "
             f"{'consts':>7} {'Tensil':>7} {'MACs M':>7} {'est. cycles':>11}"
-            + (f" {'cycles':>10} {'MAC util':>8}" if args.hardware else ""))
+            + (f" {'AXI':>4} {'cycles':>10} {'MAC util':>8}" if args.hardware else ""))
     print(head)
     for name, path, arch, outs, tensil in MODELS:
         t = time.perf_counter()
@@ -133,10 +136,11 @@ def main() -> None:
                 f"{tensil.get('consts_vectors', 0):>7,} {f['macs'] / 1e6:>7.2f} "
                 f"{f['cycles']:>11,}")
         if args.hardware:
-            cycles = measure(c, model_inputs(c, name))[0].cycles
-            row["cycles"] = cycles
-            row["mac_utilization"] = mac_utilization(f["macs"], cycles, c.arch)
-            line += f" {cycles:>10,} {100 * row['mac_utilization']:>7.1f}%"
+            res = measure(c, model_inputs(c, name))[0]
+            cycles, width = res.cycles, res.stats[0]["axi_data_width"]
+            row.update(cycles=cycles, axi_data_width=width, dram_latency=20,
+                       mac_utilization=mac_utilization(f["macs"], cycles, c.arch))
+            line += f" {width:>4} {cycles:>10,} {100 * row['mac_utilization']:>7.1f}%"
         print(line, flush=True)
         rows.append(row)
     wall = cli_wall_seconds()

@@ -58,8 +58,9 @@ def on_top(arch, program, runs):
 
 
 def on_verilator(arch, program, runs, tops={}):
-    from sim.verilator_backend import AxiTiming, VerilatorTop, default_axi_width
-    width = default_axi_width(arch)
+    from sim.verilator_backend import AxiTiming, VerilatorTop
+    from tcu_hw.arch import board_axi_width
+    width = board_axi_width(arch)
     key = (arch, width)
     if key not in tops:
         tops[key] = VerilatorTop(arch, Options(axi_data_width=width), arch_name="bench")

@@ -2,7 +2,8 @@
 
     python bench/report.py [--json bench/results.json] [--synth] [--skip-verilator]
 
-1. Models on the cycle-accurate PyRTL core (DRAM read latency 20): Tensil's compiled
+1. Models on the cycle-accurate PyRTL core (DRAM read latency 20, each board's AXI width:
+   pynqz1 64, ultra96v2 and zcu104 128; the speech architecture 128): Tensil's compiled
    speech-commands program, ours, ResNet-20 v2 on pynqz1, ultra96v2 and zcu104 (to the
    logits: the final Softmax needs lookup tables these boards lack) and the digits CNN:
    instructions, cycles, MAC utilization, compile time; Tensil's published figures beside
@@ -56,11 +57,12 @@ def models() -> list[dict]:
             rows.append({"model": "speech (Tensil's program)", "arch": "speech_robot",
                          "instructions": len(load_program(SPEECH_TMODEL)),
                          "cycles": tensil_res.cycles,
+                         "axi_data_width": tensil_res.stats[0]["axi_data_width"],
                          "mac_utilization": mac_utilization(f["macs"], tensil_res.cycles,
                                                             c.arch),
                          "sim_seconds": secs, "tensil_rtl_cycles": TENSIL_SPEECH_RTL_CYCLES})
         rows.append({"model": name, "arch": Path(arch).stem, "instructions": len(c.program),
-                     "cycles": res.cycles,
+                     "cycles": res.cycles, "axi_data_width": res.stats[0]["axi_data_width"],
                      "mac_utilization": mac_utilization(f["macs"], res.cycles, c.arch),
                      "compile_seconds": seconds, "consts_vectors": f["consts_vectors"],
                      "true_macs": f["macs"], "estimated_cycles": f["cycles"],
@@ -175,7 +177,7 @@ def main() -> None:
     p.add_argument("--skip-verilator", action="store_true")
     args = p.parse_args()
     report = {"models": models()}
-    print(f"{'model':<26} {'arch':<12} {'instr':>8} {'Tensil':>8} {'cycles':>10} "
+    print(f"{'model':<26} {'arch':<12} {'instr':>8} {'Tensil':>8} {'AXI':>4} {'cycles':>10} "
           f"{'MAC util':>8} {'compile s':>9} {'Tensil s':>8}")
     for r in report["models"]:
         t = r.get("tensil", {})
@@ -183,8 +185,10 @@ def main() -> None:
         ts = f"{t['seconds']}" if t.get("seconds") else ""
         cs = f"{r['compile_seconds']:.2f}" if "compile_seconds" in r else ""
         print(f"{r['model']:<26} {r['arch']:<12} {r['instructions']:>8,} {ti:>8} "
-              f"{r['cycles']:>10,} {100 * r['mac_utilization']:>7.1f}% {cs:>9} {ts:>8}")
-    print(f"(Tensil's speech program on Tensil's RTL: {TENSIL_SPEECH_RTL_CYCLES:,} cycles)")
+              f"{r['axi_data_width']:>4} {r['cycles']:>10,} {100 * r['mac_utilization']:>7.1f}% "
+              f"{cs:>9} {ts:>8}")
+    print(f"(PyRTL core, DRAM read latency 20, each board's AXI width in bits; Tensil's speech "
+          f"program on Tensil's RTL: {TENSIL_SPEECH_RTL_CYCLES:,} cycles)")
     report["simulation_speed"] = speeds(args.skip_verilator)
     print(f"\n{'simulator':<22} {'program':<18} {'rate':>14} {'run s':>7} {'build s':>8}")
     for r in report["simulation_speed"]:

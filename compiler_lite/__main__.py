@@ -13,8 +13,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from tcu_hw.cli import (add_arch, add_input_shapes, add_inputs, add_model, add_quiet,
-                        add_target_dir, boolean)
+from tcu_hw.cli import (add_arch, add_axi_width, add_input_shapes, add_inputs, add_model,
+                        add_quiet, add_target_dir, boolean)
 from tcu_hw.errors import run_cli
 from tcu_hw.progress import Progress
 
@@ -44,6 +44,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "memory between layers when they fit; Tensil's default is "
                         "local-isolated)")
     add_input_shapes(p)
+    add_axi_width(p, "the board's memory port in bits, for the estimated cycles (default: a "
+                  "preset's board width, pynqz1 64, ultra96v2 128, ...; else 128, 64 or 32, "
+                  "the widest that divides a vector)")
     p.add_argument("--resize-mode", choices=RESIZE_MODES, default="onnx",
                    help="onnx: Resize follows the model's opset semantics (default); tensil: "
                         "linear Resize always uses half-pixel centres, as Tensil's compiler")
@@ -86,7 +89,8 @@ def _compile(args, out, progress) -> int:
             model = _quantized(args, calibration, scratch, progress)
         c = compile_model(model, args.arch, outputs=outputs, input_shapes=shapes,
                           strategy=args.strategy, resize_mode=args.resize_mode,
-                          model_file=args.model, progress=progress)
+                          model_file=args.model, progress=progress,
+                          axi_width=args.axi_data_width)
     for note in c.graph.assumed_dims:
         print(f"note: {note}", file=sys.stderr)
     files = c.files(asm=args.tasm)

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from tcu_hw import numeric
-from tcu_hw.arch import Architecture, resolve_arch
+from tcu_hw.arch import Architecture, Options, beats_per_vector, board_axi_width, resolve_arch
 from tcu_hw.artifacts import (ConstsEntry, ProgEntry, TensorEntry, TensorLayout, TModel,
                               io_layout_json, model_name)
 from tcu_hw.asm import listing
@@ -48,6 +48,7 @@ class Compiled:
     seconds: float
     notes: list[str] = field(default_factory=list)
     resize_mode: str = "onnx"
+    axi_width: int = 128                    # the board's memory port (cycle estimate)
 
     @property
     def consts_to_local(self) -> bool:
@@ -112,9 +113,10 @@ def write_all(target, files: dict[str, bytes]) -> list[Path]:
 
 def compile_model(model, arch, outputs=None, input_shapes=None, strategy: str = "local-vars",
                   resize_mode: str = "onnx", model_file: str | None = None,
-                  progress=None) -> Compiled:
+                  progress=None, axi_width: int | None = None) -> Compiled:
     """Compile an ONNX model (path or ModelProto) for an architecture (path, preset name or
-    :class:`Architecture`)."""
+    :class:`Architecture`); ``axi_width``: the board's memory port in bits, for the cycle
+    estimate (default :func:`tcu_hw.arch.board_axi_width`)."""
     t0 = time.perf_counter()
     if strategy not in STRATEGIES:
         raise CompileError(f"strategy {strategy!r} is unknown; allowed: {', '.join(STRATEGIES)}")
@@ -123,6 +125,7 @@ def compile_model(model, arch, outputs=None, input_shapes=None, strategy: str = 
                            + ", ".join(RESIZE_MODES))
     spec = arch
     arch = arch if isinstance(arch, Architecture) else resolve_arch(arch)
+    axi_width = Options(axi_data_width=axi_width or board_axi_width(spec)).axi_data_width
     file_name = model_file or (str(model) if isinstance(model, (str, Path)) else "model.onnx")
     integer = arch.dtype.is_integer
     say = progress or (lambda what: None)
@@ -138,7 +141,8 @@ def compile_model(model, arch, outputs=None, input_shapes=None, strategy: str = 
     planner = Planner(arch, low.space, low.layers, strategy, source=file_name)
     plan = planner.place()
     say("emitting instructions")
-    em = Emitter(arch, low.space, low.layers, plan, source=file_name)
+    em = Emitter(arch, low.space, low.layers, plan, source=file_name,
+                 beats=beats_per_vector(arch, axi_width))
     program = em.emit()
     say(f"{len(program):,} instructions")
     name = model_name(file_name, spec if not isinstance(spec, Architecture) else "arch")
@@ -148,7 +152,8 @@ def compile_model(model, arch, outputs=None, input_shapes=None, strategy: str = 
         b = next(b for b in low.space.buffers if getattr(b, "output_name", None) == out)
         ios_out.append(_io(low, b, out))
     return Compiled(name, arch, g, program, plan.image, ios_in, ios_out, strategy, em.stats,
-                    plan, time.perf_counter() - t0, g.notes + low.notes, resize_mode)
+                    plan, time.perf_counter() - t0, g.notes + low.notes, resize_mode,
+                    axi_width)
 
 
 def _integer(g: Graph, arch: Architecture, file_name: str) -> Graph:

@@ -118,8 +118,9 @@ class Emitter:
     """Emits the program of a list of layers with a memory plan (see the module)."""
 
     def __init__(self, arch, space: Space, layers: list[Layer], plan: MemoryPlan,
-                 source: str = "model") -> None:
+                 source: str = "model", beats: int = 1) -> None:
         self.arch = arch
+        self.beats = beats                      # AXI beats per DRAM vector (cycle estimate)
         self.n = arch.array_size
         self.layout = arch.layout
         self.space = space
@@ -165,7 +166,7 @@ class Emitter:
             self.emit_layer(li, layer, st)
             st.instructions = len(self.out) - start
             st.by_kind.update(Counter(map(attrgetter("name"), self.out[start:])))
-            compute, dram = estimate(self.out[start:], self.arch)
+            compute, dram = estimate(self.out[start:], self.arch, self.beats)
             st.cycles = max(compute, dram)
             lc = self.plan.layers[li]
             st.saturated = lc.saturated

@@ -3,7 +3,9 @@ estimated cycle count.
 
 The cycle estimate is a model, not a measurement: the compute unit takes one cycle per vector
 (MatMul, LoadWeights push, SIMD, moves between local memory and the accumulators), the DRAM
-unit one cycle per vector it moves, and the two overlap within a layer. Cycle counts that
+unit as many cycles per vector as the board's AXI port takes beats to carry it (vector bits /
+AXI width; the width is ``compile_model``'s ``axi_width``, by default the board's), and the
+two overlap within a layer. Cycle counts that
 matter come from the cycle-accurate simulators (``python -m sim.run``).
 """
 
@@ -32,8 +34,9 @@ COMPUTE_LOOKAHEAD = COMPUTE_QUEUE_DEPTH + 1
 LOADER_START = 2
 
 
-def estimate(instrs, arch) -> tuple[int, int]:
-    """(compute-unit cycles, DRAM-unit cycles) of a run of instructions.
+def estimate(instrs, arch, beats: int = 1) -> tuple[int, int]:
+    """(compute-unit cycles, DRAM-unit cycles) of a run of instructions, ``beats`` DRAM
+    cycles per vector moved.
 
     The compute unit issues one vector per cycle (MatMul, acc↔local moves, LoadLUT) or one
     SIMD instruction; its weight loader pushes LoadWeights beside it. A tile's pushes start
@@ -59,7 +62,7 @@ def estimate(instrs, arch) -> tuple[int, int]:
             work = ins.size + 1
         elif isinstance(ins, DataMove):
             if ins.kind in DRAM_KINDS:
-                dram += ins.size + 1
+                dram += (ins.size + 1) * beats
                 continue
             work = ins.size + 1
         elif isinstance(ins, SIMD):
@@ -173,7 +176,8 @@ def compiler_summary(c) -> str:
             ("Consts utilization (%)", f"{f['consts_utilization']:.3f}"),
             ("True MACs (M)", f"{f['macs'] / 1e6:.3f}"),
             ("MAC efficiency (%)", f"{f['mac_efficiency']:.3f}"),
-            ("Memory strategy", c.strategy)]
+            ("Memory strategy", c.strategy),
+            ("AXI data width of the estimate (bits)", c.axi_width)]
     rows.append(("Saturated consts (scalars)", f"{f['saturated_consts']:,}"))
     for s in c.layers:
         if s.saturated:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from tcu_hw.arch import beats_per_vector, board_axi_width
 from tcu_hw.errors import ArtifactError
 
 SIMULATED = ("emulator", "pyrtl", "verilator")
@@ -34,25 +35,27 @@ MAX_OUTSTANDING = 256
 @dataclass(frozen=True)
 class SimOptions:
     """How the simulated memories behave. ``latency``: DRAM read latency in cycles (pyrtl:
-    request to first vector; verilator: AR to first R beat); ``cycles_per_vector``: DRAM
-    bandwidth of the pyrtl models; ``stall_probability``: random back-pressure per cycle (pyrtl)
-    or per ready/valid (verilator); ``axi_width``: the verilator top's AXI data width (default:
-    128, 64 or 32, the widest that divides a vector); ``outstanding``: bursts the AXI slaves
+    request to first vector; verilator: AR to first R beat); ``axi_width``: the board's memory
+    port in bits (default :func:`tcu_hw.arch.board_axi_width`: a preset's board width, else
+    the widest of 128, 64, 32 that divides a vector): the verilator top's AXI data width, and
+    for the pyrtl core's DRAM models one vector per ``vector bits / axi_width`` cycles unless
+    ``cycles_per_vector`` says otherwise; ``stall_probability``: random back-pressure per
+    cycle (pyrtl) or per ready/valid (verilator); ``outstanding``: bursts the AXI slaves
     accept per direction."""
 
     latency: int = 20
-    cycles_per_vector: int = 1
+    cycles_per_vector: int | None = None
     stall_probability: float = 0.0
     axi_width: int | None = None
     outstanding: int = 16
 
     def __post_init__(self) -> None:
         if not (0 <= self.latency <= MAX_DRAM_CYCLES and
-                1 <= self.cycles_per_vector <= MAX_DRAM_CYCLES and
+                1 <= (self.cycles_per_vector or 1) <= MAX_DRAM_CYCLES and
                 0 <= self.stall_probability < 1 and 1 <= self.outstanding <= MAX_OUTSTANDING):
             raise ArtifactError(
                 f"DRAM timing: need latency 0..{MAX_DRAM_CYCLES:,} (got {self.latency}), "
-                f"cycles_per_vector 1..{MAX_DRAM_CYCLES:,} (got {self.cycles_per_vector}), "
+                f"cycles_per_vector 1..{MAX_DRAM_CYCLES:,} or None (got {self.cycles_per_vector}), "
                 f"0 <= stall_probability < 1 (got {self.stall_probability}), outstanding "
                 f"1..{MAX_OUTSTANDING} (got {self.outstanding})")
 
@@ -91,6 +94,9 @@ class SimulatedBackend:
                                 f"{', '.join(SIMULATED)}")
         self.arch, self.backend = arch, backend
         self.options = options or SimOptions()
+        self.axi_width = self.options.axi_width or board_axi_width(arch)
+        self.cycles_per_vector = self.options.cycles_per_vector or \
+            beats_per_vector(arch, self.axi_width)
         self._tops: dict = {}           # verilator builds by trace format (None: no trace)
 
     def run(self, model, raw_inputs: dict, vcd=None, window=None, progress=None
@@ -131,7 +137,7 @@ class SimulatedBackend:
         core = PyrtlCore(self.arch, program_bits=bits, probes=True) if vcd else \
             cached_core(self.arch, program_bits=bits)
         built = time.perf_counter()
-        timing = DramTiming(latency=o.latency, cycles_per_vector=o.cycles_per_vector,
+        timing = DramTiming(latency=o.latency, cycles_per_vector=self.cycles_per_vector,
                             stall_probability=o.stall_probability)
         stream = None
         if vcd:
@@ -151,7 +157,8 @@ class SimulatedBackend:
             core.on_progress = None
         stats = {"cycles": res.cycles, "counters": res.counters, "error": res.error,
                  "error_pc": res.error_pc, "pc": res.pc, "build_seconds": built - start,
-                 "dram_latency": o.latency, "cycles_per_vector": o.cycles_per_vector,
+                 "dram_latency": o.latency, "cycles_per_vector": self.cycles_per_vector,
+                 "axi_data_width": self.axi_width,
                  "stall_probability": o.stall_probability}
         if stream:
             from .waves import block_groups, write_gtkw
@@ -164,9 +171,9 @@ class SimulatedBackend:
 
     def _verilator(self, model, raw_inputs, vcd, window, start):
         from tcu_hw.arch import Options
-        from .verilator_backend import AxiTiming, VerilatorTop, default_axi_width
+        from .verilator_backend import AxiTiming, VerilatorTop
         o = self.options
-        width = o.axi_width or default_axi_width(self.arch)
+        width = self.axi_width
         fmt = trace_format(vcd) if vcd else None
         if fmt not in self._tops:
             self._tops[fmt] = VerilatorTop(self.arch, Options(axi_data_width=width),

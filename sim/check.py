@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from compiler_lite.plan import STRATEGIES
+from tcu_hw.arch import board_axi_width
 from tcu_hw.cli import (add_arch, add_axi_width, add_input_shapes, add_inputs, add_model,
                         add_quiet, add_target_dir, pc_around, pc_window, plain,
                         positive)
@@ -59,8 +60,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "error figures and top-1/top-5 agreement are over all of them")
     p.add_argument("--latency", type=int, default=20, metavar="CYCLES",
                    help="DRAM read latency (default 20)")
-    add_axi_width(p, "AXI data width of the verilator backend (default: 128, 64 or 32, the "
-                  "widest that divides a vector)")
+    add_axi_width(p, "the board's memory port in bits: the verilator top's AXI width, and the "
+                  "pyrtl core's vector time (default: a preset's board width, pynqz1 64, "
+                  "ultra96v2 128, ...; else 128, 64 or 32, the widest that divides a vector)")
     p.add_argument("--tolerance", type=_tolerance,
                    help="also fail when an output differs from float by more than this")
     p.add_argument("--vcd", metavar="WAVES.vcd|fst",
@@ -150,7 +152,7 @@ def _check(args: argparse.Namespace, out, window, say) -> int:
         if args.backend != "emulator":
             say(f"building the {args.backend} simulation")
             drv = Driver(c.arch, args.backend, latency=args.latency,
-                         axi_width=args.axi_data_width)
+                         axi_width=args.axi_data_width or board_axi_width(args.arch))
             drv.load_model(tmodel)
             say(f"running on {args.backend}")
             t = time.perf_counter()
@@ -174,8 +176,9 @@ def _check(args: argparse.Namespace, out, window, say) -> int:
                  f"compile {t_compile:.2f} s; emulator {t_emu:.2f} s")
     if hw is not None:
         util = mac_utilization(f["macs"] * golden.runs, hw.cycles, c.arch)
-        lines.append(f"cycles ({args.backend}, DRAM latency {args.latency}): {hw.cycles:,}; "
-                     f"MAC utilization {100 * util:.1f}%; run {t_hw:.2f} s")
+        lines.append(f"cycles ({args.backend}, DRAM latency {args.latency}, AXI "
+                     f"{hw.stats[0]['axi_data_width']} bits): {hw.cycles:,}; MAC utilization "
+                     f"{100 * util:.1f}%; run {t_hw:.2f} s")
         if args.vcd:
             lines.append(f"waveform: {args.vcd}; open with gtkwave "
                          f"{hw.stats[0]['vcd']['gtkw']}")

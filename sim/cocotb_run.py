@@ -43,7 +43,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from tcu_hw.arch import Architecture, Options
+from tcu_hw.arch import Architecture, Options, board_axi_width
 from tcu_hw.artifacts import TModel, tmodel_from_dict
 from tcu_hw.cli import add_axi_width, add_inputs, add_model, add_quiet, plain
 from tcu_hw.errors import ArtifactError, TcuError, run_cli
@@ -55,7 +55,7 @@ from tcu_hw.verilog import verilog as verilog_text
 
 from .model import input_raw, load_model, read_input_csvs, split_paths
 from .pyrtl_backend import STALL_CYCLES
-from .verilator_backend import cache_root, default_axi_width
+from .verilator_backend import cache_root
 
 SIMULATORS = ("icarus", "verilator")
 #: the cocotb test module that runs inside the simulator
@@ -215,9 +215,9 @@ class TopSource:
 
 def generated_top(arch: Architecture, axi_width: int | None = None, name: str = "tcu"
                   ) -> TopSource:
-    """The top generated for ``arch`` (AXI width: the widest of 128, 64, 32 that carries a
-    vector in whole beats, unless given)."""
-    options = Options(axi_data_width=axi_width or default_axi_width(arch))
+    """The top generated for ``arch`` (AXI width: the board's,
+    :func:`tcu_hw.arch.board_axi_width`, unless given)."""
+    options = Options(axi_data_width=axi_width or board_axi_width(arch))
     options.check_for(arch)
     return TopSource(verilog_text(arch, options, name), f"top_{name}", port_list(arch, options),
                      options.reset_active_low, options.axi_data_width)
@@ -496,8 +496,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--verilog", metavar="top_ARCH.v",
                    help="your generated top, with its manifest top_ARCH.json beside it "
                         "(default: generate the top for the model's architecture)")
-    add_axi_width(p, "AXI data width of the generated top (default: 128, 64 or 32, the "
-                  "widest that carries a vector in whole beats)")
+    add_axi_width(p, "AXI data width of the generated top (default: the board's port for a "
+                  "preset, pynqz1 64, ultra96v2 128, ...; else 128, 64 or 32, the widest that "
+                  "carries a vector in whole beats)")
     p.add_argument("--sim", choices=SIMULATORS, default="icarus",
                    help="the simulator (default icarus)")
     p.add_argument("--stall", type=float, default=0.2, metavar="P",

@@ -28,7 +28,7 @@ from typing import Mapping
 import numpy as np
 
 from tcu_hw import numeric
-from tcu_hw.arch import Architecture, resolve_arch
+from tcu_hw.arch import Architecture, board_axi_width, resolve_arch
 from tcu_hw.artifacts import TensorLayout, TModel, read_io_layout
 from tcu_hw.errors import ArtifactError
 
@@ -85,6 +85,8 @@ class Driver:
             if unknown:
                 raise ArtifactError(f"backend {backend!r}: unknown option(s) {unknown}; "
                                     f"allowed: {', '.join(allowed)}")
+            if isinstance(arch, str) and not options.get("axi_width"):
+                options = {**options, "axi_width": board_axi_width(arch)}   # a preset's
             self._engine = SimulatedBackend(self.arch, backend, SimOptions(**options))
 
     # ------------------------------------------------------------------------- loading

@@ -2,7 +2,7 @@
 
     python -m sim.run --backend pyrtl -m MODEL.tmodel -i in.csv[,in2.csv] [-o out.csv]
                       [--raw] [--stats stats.json] [--vcd waves.vcd --window PC_FROM:PC_TO]
-                      [--latency 20] [--cycles-per-vector 1] [--stall-probability 0]
+                      [--latency 20] [-d BITS] [--cycles-per-vector N] [--stall-probability 0]
                       [--check]
 
 Backends: ``emulator`` (the golden model, no cycles), ``pyrtl`` (the PyRTL core with DRAM
@@ -58,12 +58,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="waveform window around one instruction (default radius 4)")
     p.add_argument("--latency", type=int, default=20, metavar="CYCLES",
                    help="DRAM read latency (default 20)")
-    p.add_argument("--cycles-per-vector", type=int, default=1, metavar="N",
-                   help="DRAM bandwidth: one vector every N cycles (pyrtl; default 1)")
+    p.add_argument("--cycles-per-vector", type=int, default=None, metavar="N",
+                   help="pyrtl: one vector every N cycles on each DRAM port (default: the "
+                        "AXI width's beats per vector)")
     p.add_argument("--stall-probability", type=float, default=0.0, metavar="P",
                    help="random DRAM back-pressure per cycle, 0 <= P < 1 (default 0)")
-    add_axi_width(p, "AXI data width of the verilator backend (default: 128, 64 or 32, the "
-                  "widest that divides a vector)", aliases=("--axi-width",))
+    add_axi_width(p, "the board's memory port in bits: the verilator top's AXI width, and the "
+                  "pyrtl core's vector time (default: a preset's board width, pynqz1 64, "
+                  "ultra96v2 128, ...; else 128, 64 or 32, the widest that divides a vector)",
+                  aliases=("--axi-width",))
     p.add_argument("--outstanding", type=int, default=16, metavar="N",
                    help="verilator backend: bursts the AXI slave accepts per direction "
                         "(default 16)")
@@ -145,7 +148,9 @@ def run(args: argparse.Namespace) -> int:
             print(f"  error flag:     {stats['error']}", file=err)
         elif "cycles" in stats:
             c = stats["counters"]
-            print(f"  cycles:         {stats['cycles']:,}", file=err)
+            print(f"  cycles:         {stats['cycles']:,} (DRAM latency "
+                  f"{stats['dram_latency']}, a vector every {stats['cycles_per_vector']} "
+                  f"cycle(s): AXI {stats['axi_data_width']} bits)", file=err)
             print(f"  compute:        {c['compute_issue']:,} issuing, {c['compute_stall']:,} "
                   f"stalled; MatMul vectors {c['matmul_vectors']:,}; weight vectors pushed "
                   f"{c.get('weight_pushes', 0):,} (waited for {c.get('weight_wait', 0):,})",

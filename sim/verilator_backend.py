@@ -331,9 +331,3 @@ class VerilatorTop:
         outputs = {name: gather(model, name, self.read_dram0) for name in model.output_names}
         return outputs, result
 
-
-def default_axi_width(arch: Architecture) -> int:
-    """The widest of 128, 64, 32 that carries a vector in whole beats."""
-    bits = arch.vector_bytes * 8
-    return next(w for w in (128, 64, 32) if bits % w == 0)
-

@@ -312,3 +312,34 @@ class Options:
                 f"({arch.array_size} x {arch.dtype.bytes_per_scalar * 8}-bit scalars) in whole "
                 f"beats; allowed widths for this architecture: "
                 + ", ".join(map(str, widths)))
+
+
+#: each preset's board memory port, AXI data width in bits: Zynq-7000 HP ports are 64 bits
+#: wide, Zynq UltraScale+ HP ports 128 (Tensil's table of widths), the Arty A7's memory
+#: interface 128 (Tensil's Arty tutorial generates with -d 128); the Cmod A7's 4-lane vector
+#: is 64 bits
+BOARD_AXI_WIDTH = {"pynqz1": 64, "ultra96v2": 128, "zcu104": 128, "zcu104_uram": 128,
+                   "artya7100t": 128, "cmoda7": 64, "pynqz1_int8": 64, "ultra96v2_int8": 128,
+                   "ultra96v2_int16": 128}
+
+
+def board_axi_width(spec: ArchSpec) -> int:
+    """The AXI data width of the board an architecture is for (the default of ``gen``, the
+    simulators and the bench): a preset's port width (:data:`BOARD_AXI_WIDTH`) for a preset's
+    name, or for an architecture equal to a preset (the first in :data:`PRESETS` order:
+    pynqz1's and artya7100t's files are the same architecture, so an equal Architecture gets
+    pynqz1's 64 and the name ``artya7100t`` its 128); else the widest of 128, 64 and 32 that
+    carries a vector in whole beats."""
+    if isinstance(spec, str) and spec in BOARD_AXI_WIDTH:
+        return BOARD_AXI_WIDTH[spec]
+    arch = resolve_arch(spec)
+    match = next((name for name in PRESETS if preset(name) == arch), None)
+    if match is not None:
+        return BOARD_AXI_WIDTH[match]
+    bits = arch.vector_bytes * 8
+    return next(w for w in (128, 64, 32) if bits % w == 0)
+
+
+def beats_per_vector(arch: Architecture, axi_width: int) -> int:
+    """AXI beats (cycles at one beat per cycle) that move one vector of ``arch``."""
+    return max(1, -(-arch.vector_bytes * 8 // axi_width))

@@ -25,7 +25,7 @@ import re
 import sys
 from pathlib import Path
 
-from .arch import MEM_IMPLS, Architecture, Options, arch_stem, resolve_arch
+from .arch import MEM_IMPLS, Architecture, Options, arch_stem, board_axi_width, resolve_arch
 from .artifacts import architecture_params_h
 from .cli import add_arch, add_axi_width, add_quiet, add_target_dir, boolean
 from .errors import OptionsError, run_cli
@@ -65,7 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Generate the TCU for an architecture: Verilog top (drop-in for Tensil's "
                     "top_<arch>.v), architecture_params.h and a summary.")
     add_arch(p, default="pynqz1")
-    add_axi_width(p, "AXI data width in bits, a power of two 32..1024 (default 64)", 64)
+    add_axi_width(p, "AXI data width in bits, a power of two 32..1024 (default: the board's "
+                  "port for a preset: pynqz1 64, ultra96v2 128, zcu104 128, ...; else the "
+                  "widest of 128, 64, 32 that divides a vector)")
     add_target_dir(p, "output directory, created if missing (default .)", ".")
     p.add_argument("-s", "--summary", nargs="?", const=True, default=False, type=boolean,
                    metavar="true|false", help="print the RTL SUMMARY table")
@@ -145,7 +147,8 @@ def generate(args: argparse.Namespace, out=None) -> int:
     from .verilog import verilog_and_rams, waiver
     out = out or sys.stdout
     arch = resolve_arch(args.arch)
-    options = Options(axi_data_width=args.axi_data_width, mem_impl=args.mem_impl,
+    options = Options(axi_data_width=args.axi_data_width or board_axi_width(args.arch),
+                      mem_impl=args.mem_impl,
                       sample_block_size=args.sample_block_size)
     options.check_for(arch)
     if args.check_ports:

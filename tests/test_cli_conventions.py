@@ -21,7 +21,8 @@ SCRIPTS = {ep.name: ep.value for ep in entry_points(group="console_scripts")
 EXPECTED = {
     "tcu-gen": {"--arch", "--axi-data-width", "--target-dir", "--quiet"},
     "tcu-asm": {"--arch"},
-    "tcu-compile": {"--arch", "--model", "--inputs", "--target-dir", "--quiet"},
+    "tcu-compile": {"--arch", "--model", "--inputs", "--target-dir", "--axi-data-width",
+                    "--quiet"},
     "tcu-emulate": {"--model", "--inputs", "--quiet"},
     "tcu-run": {"--model", "--inputs", "--axi-data-width", "--quiet"},
     "tcu-check": {"--arch", "--model", "--inputs", "--target-dir", "--axi-data-width",

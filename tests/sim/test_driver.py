@@ -242,3 +242,22 @@ def test_pynq_backend_against_a_stand_in_board(monkeypatch, tmp_path):
         assert [i.name for i in first[:3]] == ["Configure"] * 3
         assert all(i.value << 16 in range(0, 1 << 44) for i in first[:2])
         assert (first[0].value << 16) % (1 << 16) == 0
+
+
+def test_core_and_top_agree_at_the_boards_width(digits):
+    """By default both simulators take the board's memory port (pynqz1: 64 bits, so a
+    128-bit vector is two beats, and the core's DRAM models move one every two cycles):
+    their cycle counts agree within 2%."""
+    from sim.verilator_backend import find_verilator
+    if find_verilator() is None or __import__("shutil").which("gcc") is None:
+        pytest.skip("needs Verilator and gcc: apt install verilator gcc")
+    tmodel, x, _ = digits
+    runs = {}
+    for backend in ("pyrtl", "verilator"):
+        drv = Driver("pynqz1", backend=backend)
+        drv.load_model(tmodel)
+        runs[backend] = drv.run({"x": x[:4]})
+        assert runs[backend].stats[0]["axi_data_width"] == 64
+    assert runs["pyrtl"].stats[0]["cycles_per_vector"] == 2
+    core, top = runs["pyrtl"].cycles, runs["verilator"].cycles
+    assert abs(core - top) <= 0.02 * top, (core, top)

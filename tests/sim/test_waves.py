@@ -11,10 +11,9 @@ from sim.backends import SimulatedBackend
 from sim.conformance import xor_case
 from sim.model import load_model, read_input_csvs
 from sim.pyrtl_backend import PyrtlCore
-from sim.verilator_backend import (VerilatorError, VerilatorTop, default_axi_width,
-                                   find_verilator)
+from sim.verilator_backend import VerilatorError, VerilatorTop, find_verilator
 from sim.waves import VcdStream, block_groups, gtkw_text, write_waves
-from tcu_hw.arch import Options
+from tcu_hw.arch import Options, board_axi_width
 from tcu_hw.errors import ArtifactError, TcuError
 from tcu_hw.top import port_list
 
@@ -174,7 +173,7 @@ def test_backend_refuses_waveforms_it_cannot_write(xor_model, backend, vcd, wind
 # ---------------------------------------------------------------- the Verilator trace builds
 def traced_top(arch, trace):
     """The top as :class:`SimulatedBackend` builds it (shares the build cache)."""
-    return VerilatorTop(arch, Options(axi_data_width=default_axi_width(arch)),
+    return VerilatorTop(arch, Options(axi_data_width=board_axi_width(arch)),
                         arch_name="model", trace=trace)
 
 
@@ -221,7 +220,7 @@ def test_verilator_fst_and_the_backend(xor_model, tmp_path):
     _, plain = backend.run(model, raw)
     assert plain["cycles"] == stats["cycles"] and "vcd" not in plain
     with pytest.raises(VerilatorError, match="trace build"):
-        VerilatorTop(model.arch, Options(axi_data_width=default_axi_width(model.arch)),
+        VerilatorTop(model.arch, Options(axi_data_width=board_axi_width(model.arch)),
                      arch_name="model").run([], trace_path=tmp_path / "x.vcd")
     with pytest.raises(VerilatorError, match="give one of vcd, fst"):
         traced_top(model.arch, "lxt")

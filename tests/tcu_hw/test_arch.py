@@ -14,8 +14,9 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from tcu_hw import numeric
-from tcu_hw.arch import (PRESET_DIR, PRESETS, RANGES, TARCH_KEYS, Architecture,
-                         Options, arch_stem, load_arch, preset, resolve_arch)
+from tcu_hw.arch import (BOARD_AXI_WIDTH, PRESET_DIR, PRESETS, RANGES, TARCH_KEYS,
+                         Architecture, Options, arch_stem, beats_per_vector, board_axi_width,
+                         load_arch, preset, resolve_arch)
 from tcu_hw.errors import ArchitectureError, OptionsError, TcuError
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared"
@@ -522,3 +523,24 @@ def test_differences_name_each_key_that_differs():
     b = a.with_changes(local_depth=1024, accumulator_depth=512)
     assert a.differences(b) == [f"accumulator_depth {a.accumulator_depth} vs 512",
                                 f"local_depth {a.local_depth} vs 1024"]
+
+
+@pytest.mark.parametrize("name", PRESETS)
+def test_every_preset_has_its_boards_width(name):
+    """A preset's board width carries its vectors in whole beats, the hardware takes it, and
+    an architecture equal to the preset (as loaded from a .tmodel) gets it too."""
+    arch = preset(name)
+    width = BOARD_AXI_WIDTH[name]
+    Options(axi_data_width=width).check_for(arch)
+    assert board_axi_width(name) == width
+    same = [p for p in PRESETS if preset(p) == arch]
+    assert board_axi_width(Architecture.from_dict(arch.to_dict())) == BOARD_AXI_WIDTH[same[0]]
+    assert beats_per_vector(arch, width) == arch.vector_bytes * 8 // width
+
+
+def test_other_architectures_take_the_widest_width_that_divides_a_vector():
+    arch = preset("ultra96v2").with_changes("mine", local_depth=4096)
+    assert board_axi_width(arch) == 128                       # 256-bit vectors
+    small = preset("cmoda7").with_changes("mine", array_size=2)
+    assert board_axi_width(small) == 32 and beats_per_vector(small, 32) == 1
+    assert beats_per_vector(preset("zcu104"), 128) == 4

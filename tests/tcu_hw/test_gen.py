@@ -205,6 +205,16 @@ def test_default_arch_writes_every_artifact(tmp_path, capsys):
     assert (tmp_path / "top_pynqz1.vlt").read_text().startswith("`verilator_config")
 
 
+@pytest.mark.parametrize("board, width", [("ultra96v2", 128), ("zcu104", 128),
+                                          ("pynqz1_int8", 64), ("cmoda7", 64)])
+def test_a_presets_default_width_is_its_boards(board, width, tmp_path):
+    """Without -d a preset's top has its board's memory port (Zynq UltraScale+ HP ports are
+    128 bits wide, Zynq-7000's 64)."""
+    assert main(["-a", board, "-t", str(tmp_path), "-q"]) == 0
+    manifest = json.loads((tmp_path / f"top_{board}.json").read_text())
+    assert manifest["options"]["axi_data_width"] == width
+
+
 def test_tensil_style_summary_flag(tmp_path, capsys):
     assert main(["-a", "ultra96v2", "-d", "128", "-t", str(tmp_path), "-s", "true"]) == 0
     assert ULTRA96_SUMMARY_TAIL in capsys.readouterr().out
