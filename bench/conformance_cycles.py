@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 from sim.compare import compare  # noqa: E402
 from sim.conformance import speech_case, xor_case, xor_names  # noqa: E402
-from sim.pyrtl_backend import DramTiming, cached_core  # noqa: E402
+from sim.pyrtl_backend import board_timing, cached_core  # noqa: E402
 from tcu_hw.arch import Options  # noqa: E402
 
 
@@ -37,7 +37,7 @@ def on_core(arch, program, runs):
     core = cached_core(arch)
     cycles = []
     for run in runs:
-        diffs, res = compare(program, run.images, core, DramTiming(latency=20))
+        diffs, res = compare(program, run.images, core, board_timing(arch))
         got = core.read_dram0(run.output_base, len(run.expected)).tolist()
         if diffs or got != run.expected:
             raise SystemExit(f"core: mismatch: {diffs[:3]} {got} != {run.expected}")

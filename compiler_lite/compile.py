@@ -125,7 +125,7 @@ def compile_model(model, arch, outputs=None, input_shapes=None, strategy: str = 
                            + ", ".join(RESIZE_MODES))
     spec = arch
     arch = arch if isinstance(arch, Architecture) else resolve_arch(arch)
-    axi_width = Options(axi_data_width=axi_width or board_axi_width(spec)).axi_data_width
+    axi_width = Options(axi_data_width=board_axi_width(spec, axi_width)).axi_data_width
     file_name = model_file or (str(model) if isinstance(model, (str, Path)) else "model.onnx")
     integer = arch.dtype.is_integer
     say = progress or (lambda what: None)

@@ -53,7 +53,10 @@ def check_graph(g: Graph, arch) -> None:
         if spec.needs_lut and arch.lut_count < 1:
             hint = ""
             if spec.domain:                 # an integer table (compiler_lite.quant)
-                hint = "; lut_depth ≥ 256 makes every INT8 function exact"
+                hint = ("; lut_depth ≥ 256 makes every INT8 function exact"
+                        if arch.dtype.width == 8 else
+                        "; INT16 functions need lut_count ≥ 3 and simd_registers_depth ≥ "
+                        "lut_count + 3 (piecewise linear, docs/integer.md)")
             elif any(o in g.outputs for o in node.outputs) and node.inputs:
                 hint = f"; or stop before it with -o '{node.inputs[0]}'"
             problems.append(f"{node.label}: needs lookup tables: the architecture must have "

@@ -101,6 +101,7 @@ class _Converter:
         self.nodes: list[Node] = []
         self.shapes = dict(g.shapes)
         self.problems: list[str] = []
+        self.notes: list[str] = []                # compile notes (a table's NaN inputs)
         self.io: dict[str, QParams] = {}
 
     # ------------------------------------------------------------------------- helpers
@@ -247,7 +248,7 @@ class _Converter:
         outputs = [self._graph_output(o) for o in g.outputs]
         consts = {k: v for k, v in g.consts.items()}
         out = Graph(g.source, g.opset, self.nodes, consts, self.shapes, inputs, outputs,
-                    list(g.notes), dict(g.resize_scales), list(g.assumed_dims))
+                    list(g.notes) + self.notes, dict(g.resize_scales), list(g.assumed_dims))
         out.io_quant = dict(self.io)
         return out
 
@@ -258,10 +259,11 @@ class _Converter:
 
     def _fused(self, node: Node) -> bool:
         """A Relu/Clip that an arithmetic operator before it takes as its clamp (its
-        :meth:`output`); after a view or a Relu it is an operator of its own."""
+        :meth:`output`); after a view or a Relu it is an operator of its own, after a table
+        function a function of the chain (:meth:`function`)."""
         maker = self.g.producer(node.inputs[0])
         return maker is not None and maker.op not in ("Relu", "Clip") and \
-            (maker.op in self.handlers or self.function(maker) is not None) and \
+            maker.op in self.handlers and self.function(maker) is None and \
             self._fusable(node.inputs[0])
 
     def _collect(self) -> None:
@@ -365,6 +367,8 @@ class _Converter:
         from .ops.lut import _spec                   # (ops imports this module)
         if node.op in SIMPLE_FUNCTIONS and len(node.inputs) == 1:
             return SIMPLE_FUNCTIONS[node.op]
+        if node.op in ("Relu", "Clip"):
+            return self._clamp_function(node)
         if node.op in SCALAR_ARITHMETIC and len(node.inputs) == 2:
             consts = [self.constant(i) for i in node.inputs]
             if (consts[0] is None) == (consts[1] is None):
@@ -378,6 +382,19 @@ class _Converter:
             return _spec(node)[0] if len([i for i in node.inputs if i]) == 1 else None
         except KeyError:
             return None
+
+    def _clamp_function(self, node: Node):
+        """A Relu or Clip (constant bounds) after a table function, as a function of the
+        chain; None elsewhere (a clamp of its own, or an operator's fused clamp)."""
+        x = node.inputs[0]
+        maker = self.g.producer(x)
+        if x in self.deq or x in self.params or maker is None or \
+                self.function(maker) is None or \
+                any(i and i not in self.g.consts for i in node.inputs[1:3]):
+            return None
+        lo = _const_or(self.g, node.inputs[1:2], -np.inf) if node.op == "Clip" else 0.0
+        hi = _const_or(self.g, node.inputs[2:3], np.inf) if node.op == "Clip" else np.inf
+        return lambda v: np.clip(v, lo, hi)
 
     def _activation_input(self, node: Node) -> str:
         """The input of element-wise ``node`` that is not a constant."""
@@ -395,13 +412,12 @@ class _Converter:
                             f"'{self._activation_input(node)}') and apply it on the host")
             return
         users = g.consumers(node.outputs[0])
-        if len(users) == 1 and self.function(users[0]) is not None and \
-                node.outputs[0] not in g.outputs:
-            return                                   # inside a chain: its last one builds
+        if users and all(self.function(u) is not None for u in users):
+            return              # inside a chain: each chain's last function builds its table
         chain, t = [node], self._activation_input(node)
         while t not in self.deq and t not in self.params:
             maker = g.producer(t)
-            if maker is None or self.function(maker) is None or len(g.consumers(t)) != 1:
+            if maker is None or self.function(maker) is None:
                 break
             chain.insert(0, maker)
             t = self._activation_input(maker)
@@ -414,20 +430,35 @@ class _Converter:
             self._emit("QAffine", node, [x], y, a=np.array([line[0]]),
                        b=np.array([line[1]]), x=px, y=py, clip=clip)
             return
+        table, exact = self._table_values(node, chain, px, py, clip)
+        self._emit("QTable", node, [x], y, table=table, exact=exact, x=px, y=py,
+                   functions=" → ".join(n.op for n in chain))
+
+    def _table_values(self, node: Node, chain, px: QParams, py: QParams, clip):
+        """(the quantized output for every input value, the same before rounding) of
+        ``chain`` from quantization ``px`` to ``py``, clamped to ``clip``; an input whose
+        value is not a number (Log or Sqrt of a negative, 0/0) is noted and gives 0."""
         dt = self.dt
         xs = np.arange(dt.min_raw, dt.max_raw + 1)
         v = numeric.dequantize(xs, px.scale, px.zero_point).astype(np.float64)
         with np.errstate(all="ignore"):
             for step in chain:
                 v = self.function(step)(v)
-        v = np.clip(np.nan_to_num(v, nan=0.0, posinf=3e38, neginf=-3e38), -3e38, 3e38)
-        q = numeric.quantize(v, py.scale, py.zero_point, dt)[0]
-        lo, hi = clip if clip is not None else (dt.min_raw, dt.max_raw)
-        # before rounding, as QuantizeLinear divides (float32): the steps agree with q
-        exact = np.clip((v.astype(np.float32) / np.float32(py.scale)).astype(np.float64)
-                        + py.zero_point, lo, hi)
-        self._emit("QTable", node, [x], y, table=np.clip(q, lo, hi).astype(np.int64),
-                   exact=exact, x=px, y=py, functions=" → ".join(n.op for n in chain))
+            nan = np.isnan(v)
+            if nan.any():
+                first = float(numeric.dequantize(xs[nan][:1], px.scale, px.zero_point)[0])
+                self.notes.append(
+                    f"{node.label}: {int(nan.sum())} of the {len(xs)} input values (from "
+                    f"{first:g}) make {' → '.join(n.op for n in chain)} not a number; the "
+                    f"table gives them the output's zero point (onnxruntime's result for a "
+                    f"NaN depends on the platform)")
+            v = np.clip(np.nan_to_num(v, nan=0.0, posinf=3e38, neginf=-3e38), -3e38, 3e38)
+            q = numeric.quantize(v, py.scale, py.zero_point, dt)[0]
+            lo, hi = clip if clip is not None else (dt.min_raw, dt.max_raw)
+            # before rounding, as QuantizeLinear divides (float32): the steps agree with q
+            exact = np.clip((v.astype(np.float32) / np.float32(py.scale)).astype(np.float64)
+                            + py.zero_point, lo, hi)
+        return np.clip(q, lo, hi).astype(np.int64), exact
 
     # ---------------------------------------------------------------------- operators
 

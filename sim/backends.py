@@ -21,7 +21,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from tcu_hw.arch import beats_per_vector, board_axi_width
+from tcu_hw.arch import Options, beats_per_vector, board_axi_width
 from tcu_hw.errors import ArtifactError
 
 SIMULATED = ("emulator", "pyrtl", "verilator")
@@ -50,12 +50,16 @@ class SimOptions:
     outstanding: int = 16
 
     def __post_init__(self) -> None:
+        if self.axi_width is not None:
+            Options(axi_data_width=self.axi_width)          # a power of two 32..1024
         if not (0 <= self.latency <= MAX_DRAM_CYCLES and
-                1 <= (self.cycles_per_vector or 1) <= MAX_DRAM_CYCLES and
+                (self.cycles_per_vector is None or
+                 1 <= self.cycles_per_vector <= MAX_DRAM_CYCLES) and
                 0 <= self.stall_probability < 1 and 1 <= self.outstanding <= MAX_OUTSTANDING):
             raise ArtifactError(
                 f"DRAM timing: need latency 0..{MAX_DRAM_CYCLES:,} (got {self.latency}), "
-                f"cycles_per_vector 1..{MAX_DRAM_CYCLES:,} or None (got {self.cycles_per_vector}), "
+                f"cycles_per_vector 1..{MAX_DRAM_CYCLES:,} or None (got "
+                f"{self.cycles_per_vector}), "
                 f"0 <= stall_probability < 1 (got {self.stall_probability}), outstanding "
                 f"1..{MAX_OUTSTANDING} (got {self.outstanding})")
 
@@ -94,9 +98,9 @@ class SimulatedBackend:
                                 f"{', '.join(SIMULATED)}")
         self.arch, self.backend = arch, backend
         self.options = options or SimOptions()
-        self.axi_width = self.options.axi_width or board_axi_width(arch)
-        self.cycles_per_vector = self.options.cycles_per_vector or \
-            beats_per_vector(arch, self.axi_width)
+        self.axi_width = board_axi_width(arch, self.options.axi_width)
+        self.cycles_per_vector = beats_per_vector(arch, self.axi_width) \
+            if self.options.cycles_per_vector is None else self.options.cycles_per_vector
         self._tops: dict = {}           # verilator builds by trace format (None: no trace)
 
     def run(self, model, raw_inputs: dict, vcd=None, window=None, progress=None

@@ -24,7 +24,6 @@ from pathlib import Path
 import numpy as np
 
 from compiler_lite.plan import STRATEGIES
-from tcu_hw.arch import board_axi_width
 from tcu_hw.cli import (add_arch, add_axi_width, add_input_shapes, add_inputs, add_model,
                         add_quiet, add_target_dir, pc_around, pc_window, plain,
                         positive)
@@ -124,7 +123,8 @@ def _check(args: argparse.Namespace, out, window, say) -> int:
     say("compiling")
     c = compile_model(args.model, args.arch, outputs=outputs,
                       input_shapes=parse_input_shapes(args.input_shapes),
-                      strategy=args.strategy, progress=say)
+                      strategy=args.strategy, progress=say,
+                      axi_width=args.axi_data_width)
     t_compile = time.perf_counter() - t0
     tmp = None
     target = Path(args.target_dir) if args.target_dir else \
@@ -152,7 +152,7 @@ def _check(args: argparse.Namespace, out, window, say) -> int:
         if args.backend != "emulator":
             say(f"building the {args.backend} simulation")
             drv = Driver(c.arch, args.backend, latency=args.latency,
-                         axi_width=args.axi_data_width or board_axi_width(args.arch))
+                         axi_width=c.axi_width)
             drv.load_model(tmodel)
             say(f"running on {args.backend}")
             t = time.perf_counter()

@@ -217,7 +217,7 @@ def generated_top(arch: Architecture, axi_width: int | None = None, name: str = 
                   ) -> TopSource:
     """The top generated for ``arch`` (AXI width: the board's,
     :func:`tcu_hw.arch.board_axi_width`, unless given)."""
-    options = Options(axi_data_width=axi_width or board_axi_width(arch))
+    options = Options(axi_data_width=board_axi_width(arch, axi_width))
     options.check_for(arch)
     return TopSource(verilog_text(arch, options, name), f"top_{name}", port_list(arch, options),
                      options.reset_active_low, options.axi_data_width)

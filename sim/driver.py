@@ -85,8 +85,9 @@ class Driver:
             if unknown:
                 raise ArtifactError(f"backend {backend!r}: unknown option(s) {unknown}; "
                                     f"allowed: {', '.join(allowed)}")
-            if isinstance(arch, str) and not options.get("axi_width"):
-                options = {**options, "axi_width": board_axi_width(arch)}   # a preset's
+            if isinstance(arch, str):       # a preset's name names its board's width too
+                options = {**options,
+                           "axi_width": board_axi_width(arch, options.get("axi_width"))}
             self._engine = SimulatedBackend(self.arch, backend, SimOptions(**options))
 
     # ------------------------------------------------------------------------- loading

@@ -75,15 +75,16 @@ def profile(compiled, feeds: Mapping[str, np.ndarray], latency: int = 20,
     """Run ``compiled`` with ``feeds`` on the PyRTL core, marking every layer's start; with
     ``sample`` the core carries the sampler, set (by a Configure before the program) to an
     interval that spreads the ring of :data:`SAMPLE_RING` words over the whole run."""
-    from .pyrtl_backend import DramTiming, run_compiled
+    from .pyrtl_backend import board_timing, run_compiled
     bounds = np.cumsum([0] + [s.instructions for s in compiled.layers]).tolist()
+    timing = board_timing(compiled.arch, latency, compiled.axi_width)
     if not sample:
-        core, res = run_compiled(compiled, feeds, DramTiming(latency=latency), marks=bounds)
+        core, res = run_compiled(compiled, feeds, timing, marks=bounds)
         return Profile(res, bounds, [], 0)
     estimate = sum(s.cycles for s in compiled.layers) + latency * len(compiled.layers)
     interval = sample_interval(int(1.5 * estimate))
     head = [Configure(ConfigRegister.SAMPLE_INTERVAL, interval)]
-    core, res = run_compiled(compiled, feeds, DramTiming(latency=latency),
+    core, res = run_compiled(compiled, feeds, timing,
                              marks=[b + len(head) for b in bounds], head=head,
                              options=Options(sample_block_size=256))
     return Profile(res, bounds, core.samples(res.counters["samples"]), interval)
@@ -100,14 +101,14 @@ def profile_model(model, raw_inputs: Mapping[str, np.ndarray], latency: int = 20
     raw inputs ({name: (vectors, n)}); ``cycles``: a known or expected run length, to size
     the sampling interval (default: 40 per instruction)."""
     from .model import load_model, load_program
-    from .pyrtl_backend import DramTiming, cached_core, program_bits_for
+    from .pyrtl_backend import board_timing, cached_core, program_bits_for
     model = load_model(model)
     count = len(load_program(model))
     interval = sample_interval(int(1.1 * (cycles or 40 * count)))
     head = [Configure(ConfigRegister.SAMPLE_INTERVAL, interval)]
     core = cached_core(model.arch, Options(sample_block_size=256),
                        program_bits=program_bits_for(count + 1))
-    _, res = core.run_model(model, raw_inputs, DramTiming(latency=latency), head=head)
+    _, res = core.run_model(model, raw_inputs, board_timing(model.arch, latency), head=head)
     return Profile(res, [], core.samples(res.counters["samples"]), interval)
 
 

@@ -29,7 +29,7 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 import pyrtl
 
-from tcu_hw.arch import Architecture, Options
+from tcu_hw.arch import Architecture, Options, beats_per_vector, board_axi_width
 from tcu_hw.blocks import lanes
 from tcu_hw.blocks.stream import connect
 from tcu_hw.core import Core
@@ -70,6 +70,14 @@ class DramTiming:
     def words(self) -> list[int]:
         threshold = min(65535, int(round(self.stall_probability * 65536)))
         return [self.latency, max(1, self.cycles_per_vector), threshold, self.seed & 0xFFFF]
+
+
+def board_timing(arch, latency: int = 20, axi_width: int | None = None) -> DramTiming:
+    """DRAM timing at the board's memory port (``axi_width``, default
+    :func:`tcu_hw.arch.board_axi_width`): a vector every ``vector bits / width`` cycles, as
+    the generated top's AXI masters move it."""
+    width = board_axi_width(arch, axi_width)
+    return DramTiming(latency=latency, cycles_per_vector=beats_per_vector(arch, width))
 
 
 @dataclass

@@ -148,9 +148,12 @@ def run(args: argparse.Namespace) -> int:
             print(f"  error flag:     {stats['error']}", file=err)
         elif "cycles" in stats:
             c = stats["counters"]
+            per = (f"a vector every {stats['cycles_per_vector']} cycle(s), set by "
+                   f"--cycles-per-vector" if args.cycles_per_vector is not None else
+                   f"AXI {stats['axi_data_width']} bits: a vector every "
+                   f"{stats['cycles_per_vector']} cycle(s)")
             print(f"  cycles:         {stats['cycles']:,} (DRAM latency "
-                  f"{stats['dram_latency']}, a vector every {stats['cycles_per_vector']} "
-                  f"cycle(s): AXI {stats['axi_data_width']} bits)", file=err)
+                  f"{stats['dram_latency']}, {per})", file=err)
             print(f"  compute:        {c['compute_issue']:,} issuing, {c['compute_stall']:,} "
                   f"stalled; MatMul vectors {c['matmul_vectors']:,}; weight vectors pushed "
                   f"{c.get('weight_pushes', 0):,} (waited for {c.get('weight_wait', 0):,})",

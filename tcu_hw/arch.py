@@ -13,6 +13,7 @@ implementation, reset polarity, sampler block size and decoder timeout.
 from __future__ import annotations
 
 import difflib
+import functools
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -210,6 +211,12 @@ def preset(name: str) -> Architecture:
     """A built-in architecture by board name (see :data:`PRESETS`)."""
     if name not in PRESETS:
         raise ArchitectureError(f"unknown preset {name!r}; presets: {', '.join(PRESETS)}")
+    return _preset(name)
+
+
+@functools.lru_cache(maxsize=None)
+def _preset(name: str) -> Architecture:
+    """A preset's file, read once (an Architecture is immutable)."""
     return load_arch(PRESET_DIR / f"{name}.tarch")
 
 
@@ -323,13 +330,17 @@ BOARD_AXI_WIDTH = {"pynqz1": 64, "ultra96v2": 128, "zcu104": 128, "zcu104_uram":
                    "ultra96v2_int16": 128}
 
 
-def board_axi_width(spec: ArchSpec) -> int:
-    """The AXI data width of the board an architecture is for (the default of ``gen``, the
-    simulators and the bench): a preset's port width (:data:`BOARD_AXI_WIDTH`) for a preset's
-    name, or for an architecture equal to a preset (the first in :data:`PRESETS` order:
-    pynqz1's and artya7100t's files are the same architecture, so an equal Architecture gets
-    pynqz1's 64 and the name ``artya7100t`` its 128); else the widest of 128, 64 and 32 that
-    carries a vector in whole beats."""
+def board_axi_width(spec: ArchSpec, given: int | None = None) -> int:
+    """The AXI data width to build or simulate an architecture at: ``given`` when not None,
+    else the board's (the default of ``gen``, the compiler's estimate, the simulators and the
+    bench): a preset's port width (:data:`BOARD_AXI_WIDTH`) for a preset's name, or for an
+    architecture equal to a preset (the first in :data:`PRESETS` order: pynqz1's and
+    artya7100t's files are the same architecture, so an equal Architecture gets pynqz1's 64
+    and the name ``artya7100t`` its 128); else the widest of 128, 64 and 32 that carries a
+    vector in whole beats (32 when none does: such a vector has no hardware, and the
+    simulators' and the estimate's beats round up)."""
+    if given is not None:
+        return given
     if isinstance(spec, str) and spec in BOARD_AXI_WIDTH:
         return BOARD_AXI_WIDTH[spec]
     arch = resolve_arch(spec)
@@ -337,7 +348,7 @@ def board_axi_width(spec: ArchSpec) -> int:
     if match is not None:
         return BOARD_AXI_WIDTH[match]
     bits = arch.vector_bytes * 8
-    return next(w for w in (128, 64, 32) if bits % w == 0)
+    return next((w for w in (128, 64, 32) if bits % w == 0), 32)
 
 
 def beats_per_vector(arch: Architecture, axi_width: int) -> int:

@@ -147,7 +147,7 @@ def generate(args: argparse.Namespace, out=None) -> int:
     from .verilog import verilog_and_rams, waiver
     out = out or sys.stdout
     arch = resolve_arch(args.arch)
-    options = Options(axi_data_width=args.axi_data_width or board_axi_width(args.arch),
+    options = Options(axi_data_width=board_axi_width(args.arch, args.axi_data_width),
                       mem_impl=args.mem_impl,
                       sample_block_size=args.sample_block_size)
     options.check_for(arch)

@@ -9,14 +9,16 @@ Two forms:
   outputs, the output as the value; ``Lookup`` then a move. Any INT8 function fits
   ``lut_depth`` 256; an INT16 function only when its output changes at most
   ``lut_depth − 1`` times.
-- **Piecewise linear** (INT16 functions with more steps; ``lut_count`` ≥ 3,
-  ``simd_registers_depth`` ≥ 6): per segment k starting at key ``x_k``, three values ``hi_k``,
-  ``frac_k`` and ``slope_k`` give ``y = hi_k + RHE((slope_k·(x − x_k) + frac_k) / 2^s)``::
+- **Piecewise linear** (functions with more steps than ``lut_depth`` holds: INT16 ones, or
+  INT8 ones with fewer than 256 entries; ``lut_count = N ≥ 3``, ``simd_registers_depth ≥
+  N + 3``): per segment k starting at key ``x_k``, three values ``hi_k``, ``frac_k`` and
+  ``slope_k`` give ``y = hi_k + RHE((slope_k·(x − x_k) + frac_k) / 2^s)``::
 
-      Lookup     r1 = x − x_k, r2 = hi_k, r3 = frac_k, r4 = slope_k
+      Lookup     r1 = x − x_k, r2 = hi_k, r3 = frac_k, r4 = slope_k (r5..r(N+1): tables past
+                 the third, unused)
       Multiply   r1 = r1 · r4                  (exact)
       Add        r1 = r1 + r3
-      Requantize r1 = RHE(r1 / 2^s)            (r5 = (M 1, s, zp 0), r6 = 0)
+      Requantize r1 = RHE(r1 / 2^s)            (r(N+2) = (M 1, s, zp 0), r(N+3) = 0)
       Add        out = r1 + r2
 
   Segments are fitted greedily to the exact values with the smallest error bound that fits
@@ -43,10 +45,11 @@ from ..registry import op
 if TYPE_CHECKING:
     from ..lower import Lowering
 
-#: piecewise-linear tables: value tables and SIMD registers they need
-LINEAR_TABLES, LINEAR_REGISTERS = 3, 6
-#: registers of the piecewise-linear body (see the module)
-R_DIFF, R_HI, R_FRAC, R_SLOPE, R_PARAMS, R_ZERO = 1, 2, 3, 4, 5, 6
+#: piecewise-linear tables: value tables they need (and registers: ``lut_count + 3``)
+LINEAR_TABLES = 3
+#: registers of the piecewise-linear body that Lookup writes (see the module); the
+#: Requantize parameters and its zero bias follow the last table's register
+R_DIFF, R_HI, R_FRAC, R_SLOPE = 1, 2, 3, 4
 #: steps narrowing the piecewise-linear error bound once one fits
 BISECTIONS = 4
 
@@ -61,8 +64,15 @@ def table_entries(table: np.ndarray, dt) -> tuple[np.ndarray, np.ndarray]:
     return starts + dt.min_raw, table[starts]
 
 
+def linear_registers(arch) -> int:
+    """SIMD registers the piecewise-linear body needs: Lookup writes r1..r(lut_count + 1),
+    then the Requantize parameters and its bias."""
+    return arch.lut_count + 3
+
+
 def _linear_ok(arch) -> bool:
-    return arch.lut_count >= LINEAR_TABLES and arch.simd_registers_depth >= LINEAR_REGISTERS
+    return arch.lut_count >= LINEAR_TABLES and \
+        arch.simd_registers_depth >= linear_registers(arch)
 
 
 def check_qtable(node, g, arch) -> list[str]:
@@ -79,7 +89,7 @@ def check_qtable(node, g, arch) -> list[str]:
             f"the {1 << dt.width} {dt.name} inputs; lut_depth {arch.lut_depth} holds "
             f"{arch.lut_depth} steps (lut_depth ≥ 256 makes every INT8 function exact); for "
             f"more steps a piecewise-linear table needs lut_count ≥ {LINEAR_TABLES} and "
-            f"simd_registers_depth ≥ {LINEAR_REGISTERS} (the architecture has "
+            f"simd_registers_depth ≥ lut_count + 3 (the architecture has "
             f"{arch.lut_count} and {arch.simd_registers_depth})"]
 
 
@@ -123,6 +133,13 @@ def _linear_steps(ctx: Lowering, layer, vecs, node, key: str) -> int:
     # a tie (x.5, e.g. a saturated function's ±1 in a scale of 1/32767.5) is fitted at its
     # rounded value: any approximation error would otherwise round it the other way
     target = np.where(np.abs(exact - table) == 0.5, table, exact)
+    keys = table_entries(table, dt)[0]
+    if slope_shift(target, dt.width) is None:
+        steep = float(np.abs(np.diff(target)).max())
+        ctx.fail(f"its table ({node.attr('functions')}) changes by up to {steep:.0f} LSB from "
+                 f"one input to the next, beyond the {dt.width}-bit slopes of a "
+                 f"piecewise-linear table (at most 2^{dt.width - 3}); a steps table needs "
+                 f"lut_depth ≥ {len(keys)}")
     fit = fit_linear(target, arch.lut_depth, dt.width)
     if fit is None:
         ctx.fail(f"its table ({node.attr('functions')}) has no piecewise-linear form of "
@@ -136,22 +153,25 @@ def _linear_steps(ctx: Lowering, layer, vecs, node, key: str) -> int:
                      f"{100 * equal:.2f}% of the {len(exact)} inputs exactly rounded")
     n = ctx.n
     kp = f"{key}:params"
+    params = linear_registers(arch) - 1             # past every register Lookup writes
+    tables = [starts + dt.min_raw, hi, frac, slope]
+    tables += [np.zeros(1, dtype=np.int64)] * (arch.lut_count - LINEAR_TABLES)
     layer.steps.append(Simd(
-        layer.out, vecs, [("lut", key), ("const", R_PARAMS, kp), ("zero", R_ZERO)],
+        layer.out, vecs, [("lut", key), ("const", params, kp), ("zero", params + 1)],
         [SimdStep(Op.LOOKUP, 0, 0, R_DIFF, read="self", write=None),
          SimdStep(Op.MULTIPLY, R_DIFF, R_SLOPE, R_DIFF, read=None, write=None),
          SimdStep(Op.ADD, R_DIFF, R_FRAC, R_DIFF, read=None, write=None),
-         SimdStep(Op.REQUANTIZE, R_DIFF, R_PARAMS, R_DIFF, read=None, write=None),
+         SimdStep(Op.REQUANTIZE, R_DIFF, params, R_DIFF, read=None, write=None),
          SimdStep(Op.ADD, R_DIFF, R_HI, 0, read=None, write="self")],
         consts={kp: np.full(n, numeric.pack_requantize(1, s, 0, dt), dtype=np.int64)},
-        luts={key: _padded([starts + dt.min_raw, hi, frac, slope], arch.lut_depth)}))
+        luts={key: _padded(tables, arch.lut_depth)}))
     return int(got[-dt.min_raw])
 
 
-def _segment(y: np.ndarray, a: int, b: int, s: int, limit: int = 1 << 15):
+def _segment(y: np.ndarray, a: int, b: int, s: int, limit: int):
     """(hi, frac, slope, largest error) of the line for ``y[a..b]``: through the ends,
-    shifted to halve its largest deviation, in the integers of the hardware (``hi`` within
-    ±``limit``, the table's entries)."""
+    shifted to halve its largest deviation, in the integers of the hardware (``hi`` in
+    −``limit`` .. ``limit`` − 1, the table entries' range)."""
     span = y[a:b + 1]
     d = np.arange(b - a + 1)
     slope = int(np.rint((span[-1] - span[0]) / (b - a) * 2.0 ** s)) if b > a else 0
@@ -164,24 +184,27 @@ def _segment(y: np.ndarray, a: int, b: int, s: int, limit: int = 1 << 15):
     return hi, frac, slope, float(np.abs(approx - span).max())
 
 
-def _segments(y: np.ndarray, tol: float, s: int, limit: int) -> list | None:
-    """Greedy segments of ``y`` within ``tol`` (None past ``limit`` segments)."""
+def _segments(y: np.ndarray, tol: float, s: int, limit: int, width: int) -> list | None:
+    """Greedy segments of ``y`` within ``tol`` (None past ``limit`` segments), entries of
+    ``width`` bits."""
     out, a, L = [], 0, len(y)
+    top = 1 << (width - 1)
+
+    def ok(end: int) -> bool:
+        return _segment(y, a, end, s, top)[3] <= tol
+
     while a < L:
         if len(out) == limit:
             return None
         good, step = a, 1
-        while good < L - 1 and _segment(y, a, min(good + step, L - 1), s)[3] <= tol:
+        while good < L - 1 and ok(min(good + step, L - 1)):
             good = min(good + step, L - 1)
             step *= 2
         bad = min(good + step, L - 1)
         while bad - good > 1:                       # the first failing end lies in between
             mid = (good + bad) // 2
-            if _segment(y, a, mid, s)[3] <= tol:
-                good = mid
-            else:
-                bad = mid
-        out.append((a, *_segment(y, a, good, s)[:3]))
+            good, bad = (mid, bad) if ok(mid) else (good, mid)
+        out.append((a, *_segment(y, a, good, s, top)[:3]))
         a = good + 1
     return out
 
@@ -191,23 +214,30 @@ def fit_linear(exact: np.ndarray, depth: int, width: int):
     ``exact`` (one per input, in LSB), the smallest error bound from 1/256 LSB up that fits
     (doubled until one does, then narrowed);
     None when even 1/2 LSB does not. ``s`` keeps every slope and frac in ``width`` bits."""
-    steepest = float(np.abs(np.diff(exact)).max(initial=0.0))
-    s = width - 2 - max(0, math.ceil(math.log2(steepest + 1e-9)))
-    if s < 1:
+    s = slope_shift(exact, width)
+    if s is None:
         return None
     tol, best = 1 / 256, None
     while best is None and tol <= 0.5:
-        best = _segments(exact, tol, s, depth)
+        best = _segments(exact, tol, s, depth, width)
         tol *= 2
     if best is None:
         return None
     lo, hi = tol / 4, tol / 2                   # the bound fits at hi, not at lo: narrow it
     for _ in range(BISECTIONS):
         mid = (lo + hi) / 2
-        segs = _segments(exact, mid, s, depth)
+        segs = _segments(exact, mid, s, depth, width)
         lo, hi, best = (lo, mid, segs) if segs is not None else (mid, hi, best)
     a, hi_, frac, slope = (np.array(c, dtype=np.int64) for c in zip(*best))
     return a, hi_, frac, slope, s
+
+
+def slope_shift(exact: np.ndarray, width: int) -> int | None:
+    """The shift ``s`` that keeps the steepest step of ``exact`` (LSB per input) times 2^s
+    within ``width`` − 2 bits; None when no s ≥ 1 does."""
+    steepest = float(np.abs(np.diff(exact)).max(initial=0.0))
+    s = width - 2 - max(0, math.ceil(math.log2(steepest + 1e-9)))
+    return s if s >= 1 else None
 
 
 def linear_outputs(fit, count: int, dt) -> np.ndarray:

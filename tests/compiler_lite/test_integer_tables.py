@@ -15,14 +15,15 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from onnx import helper
+from onnx import helper, numpy_helper
 
 from compiler_lite.compile import compile_model
+from compiler_lite.golden import run_emulator
 from compiler_lite.ops.qtable import fit_linear, linear_outputs, table_entries
 from tcu_hw import alu, numeric
 from tcu_hw.errors import CompileError
 
-from .helpers import lut_arch, make_model, rand
+from .helpers import lut_arch, make_model, ort_run, rand
 from .test_hardware import check, requires_gcc
 from .test_integer_models import agreement, he, quantized
 
@@ -170,7 +171,7 @@ def test_int16_functions_need_steps_or_linear_tables(tmp_path):
     with pytest.raises(CompileError, match=r"Sigmoid.*\(QTable\): its table \(Sigmoid\) "
                                            r"changes value \d+ times over the 65536 INT16 "
                                            r"inputs; lut_depth 1024.*lut_count ≥ 3 and "
-                                           r"simd_registers_depth ≥ 6"):
+                                           r"simd_registers_depth ≥ lut_count \+ 3"):
         compile_model(str(q), arch)
     with pytest.raises(CompileError, match=r"no piecewise-linear form of 32 segments within "
                                            r"1 LSB"):
@@ -210,3 +211,67 @@ def test_tables_bit_exact_on_the_core(tmp_path):
     c = compile_model(str(q), arch)
     assert any("piecewise-linear table of" in note for note in c.notes)
     check(c, {"x": rand(shape, 3)})
+
+
+def test_more_value_tables_than_the_linear_form_uses(tmp_path):
+    """Lookup writes one register per value table: with four tables the Requantize
+    parameters move past them (lut_count + 3 registers), and the result is the same."""
+    q, shape = quantized(sigmoid_layer(), "int16", tmp_path)
+    arch = lut_arch("ultra96v2_int16", count=4, depth=256, registers=7)
+    equal, worst = agreement(q, arch, shape, count=4)
+    assert worst < 1.01 and equal >= 0.75, (worst, equal)
+    with pytest.raises(CompileError, match=r"simd_registers_depth ≥ lut_count \+ 3"):
+        compile_model(str(q), lut_arch("ultra96v2_int16", count=4, depth=256, registers=6))
+
+
+def qdq(x, y, scale, zp, dtype=np.int8):
+    """QuantizeLinear → DequantizeLinear of float tensor ``x`` into float tensor ``y``."""
+    z = f"{y}_zp"
+    return ([N("QuantizeLinear", [x, f"{y}_s", z], [f"{y}_q"]),
+             N("DequantizeLinear", [f"{y}_q", f"{y}_s", z], [y])],
+            {f"{y}_s": np.array(scale, dtype=np.float32), z: np.array(zp, dtype=dtype)})
+
+
+def qdq_model(nodes, outputs, inits):
+    """A hand-made QDQ model of input x [1, 256] (zero points kept int8)."""
+    model = make_model(nodes, {"x": (1, 256)}, outputs, inits, opset=13)
+    for k, init in enumerate(model.graph.initializer):
+        if init.name.endswith("_zp"):
+            model.graph.initializer[k].CopyFrom(numpy_helper.from_array(
+                np.asarray(inits[init.name], dtype=np.int8), init.name))
+    return model
+
+
+def test_chains_that_share_a_prefix_and_clamp_inside(tmp_path):
+    """A hand-made QDQ model: Sigmoid → Relu-free Clip → Tanh and Sigmoid → Exp, the float
+    Sigmoid read by two chains; each chain is one table from the quantized input, equal to
+    onnxruntime's on every input value."""
+    nodes, inits = [], {}
+    for part in (qdq("x", "xd", 0.05, 3), qdq("t", "y1", 1 / 200, -20),
+                 qdq("e", "y2", 0.02, -128)):
+        nodes += part[0]
+        inits.update(part[1])
+    inits.update(lo=np.array(0.2, dtype=np.float32), hi=np.array(0.9, dtype=np.float32))
+    nodes[2:2] = [N("Sigmoid", ["xd"], ["s"]), N("Clip", ["s", "lo", "hi"], ["c"]),
+                  N("Tanh", ["c"], ["t"]), N("Exp", ["s"], ["e"])]
+    model = qdq_model(nodes, ["y1", "y2"], inits)
+    x = ((np.arange(-128, 128) - 3) * 0.05).astype(np.float32).reshape(1, 256)
+    c = compile_model(model, INT8_TABLES)
+    got = run_emulator(c, {"x": x}).outputs
+    ref = ort_run(model, {"x": x})
+    for name in ("y1", "y2"):
+        np.testing.assert_array_equal(got[name], ref[name], err_msg=name)
+
+
+def test_a_table_of_not_a_number_is_noted():
+    """x^0.5 of the negative inputs: the table gives them the zero point and says so."""
+    (n1, i1), (n2, i2) = qdq("x", "xd", 0.05, 0), qdq("r", "y", 0.05, -128)
+    model = qdq_model(n1 + [N("Pow", ["xd", "half"], ["r"])] + n2, ["y"],
+                      {**i1, **i2, "half": np.array(0.5, dtype=np.float32)})
+    c = compile_model(model, INT8_TABLES)
+    assert any("128 of the 256 input values (from -6.4) make Pow not a number" in note
+               for note in c.notes), c.notes
+    x = np.linspace(-6, 6, 256, dtype=np.float32).reshape(1, 256)
+    got = run_emulator(c, {"x": x}).outputs["y"]
+    np.testing.assert_array_equal(got[x >= 0], ort_run(model, {"x": x})["y"][x >= 0])
+    assert np.all(got[x < -0.025] == 0.0)

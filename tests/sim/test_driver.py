@@ -261,3 +261,26 @@ def test_core_and_top_agree_at_the_boards_width(digits):
     assert runs["pyrtl"].stats[0]["cycles_per_vector"] == 2
     core, top = runs["pyrtl"].cycles, runs["verilator"].cycles
     assert abs(core - top) <= 0.02 * top, (core, top)
+
+
+def test_explicit_zero_width_or_vector_time_is_refused():
+    """0 is not "the default": it is refused, naming what is allowed."""
+    from sim.backends import SimOptions
+    from tcu_hw.errors import OptionsError
+    with pytest.raises(ArtifactError, match=r"cycles_per_vector 1\.\.5,000 or None \(got 0\)"):
+        SimOptions(cycles_per_vector=0)
+    with pytest.raises(OptionsError, match="AXI data width 0 is not allowed"):
+        SimOptions(axi_width=0)
+
+
+def test_a_vector_no_bus_width_divides_still_compiles_and_simulates():
+    """A 3-lane FP16 array (48-bit vectors) has no AXI top, but the compiler's estimate and
+    the core's DRAM models round its beats up (32-bit port: two per vector)."""
+    from tcu_hw.arch import preset
+    arch = preset("cmoda7").with_changes("n3", array_size=3)
+    m = make_model([helper.make_node("Gemm", ["x", "w"], ["y"])], {"x": (2, 5)}, ["y"],
+                   {"w": rand((5, 4), 1, 0.5)})
+    c = compile_model(m, arch)
+    assert c.axi_width == 32
+    from sim.backends import SimulatedBackend
+    assert SimulatedBackend(arch, "pyrtl").cycles_per_vector == 2
