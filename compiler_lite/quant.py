@@ -364,7 +364,7 @@ class _Converter:
     def function(self, node: Node):
         """The float function of element-wise ``node`` of one activation (a function of
         :mod:`.ops.lut`, Neg, Abs, or arithmetic with a scalar constant), else None."""
-        from .ops.lut import _spec                   # (ops imports this module)
+        from .ops.lut import function_spec           # (ops imports this module)
         if node.op in SIMPLE_FUNCTIONS and len(node.inputs) == 1:
             return SIMPLE_FUNCTIONS[node.op]
         if node.op in ("Relu", "Clip"):
@@ -379,7 +379,8 @@ class _Converter:
             c, fn = float(c.reshape(-1)[0]), SCALAR_ARITHMETIC[node.op]
             return (lambda x: fn(x, c)) if consts[1] is not None else (lambda x: fn(c, x))
         try:
-            return _spec(node)[0] if len([i for i in node.inputs if i]) == 1 else None
+            one = len([i for i in node.inputs if i]) == 1
+            return function_spec(node)[0] if one else None
         except KeyError:
             return None
 

@@ -42,11 +42,12 @@ def _elu(alpha):
     return lambda x: np.where(x > 0, x, alpha * np.expm1(np.minimum(x, 0)))
 
 
-#: name → (function of the node, grid: "linear" or "log", lo, hi); lo/hi are clipped to the
-#: data type's range. "log" spaces keys geometrically away from zero (steep near 0),
-#: "positive" likewise on x > 0 only (functions of positive numbers: all keys where they
-#: matter).
-def _spec(node):
+def function_spec(node):
+    """(the float function of element-wise ``node``, grid: "linear", "log" or "positive",
+    lo, hi); KeyError for an op that has none. lo/hi are clipped to the data type's range.
+    "log" spaces keys geometrically away from zero (steep near 0), "positive" likewise on
+    x > 0 only (functions of positive numbers: all keys where they matter). The integer
+    tables (:mod:`compiler_lite.quant`) use the function alone."""
     a = node.attr
     op_ = node.op
     if op_ == "Sigmoid":
@@ -166,7 +167,7 @@ def lut_pass(ctx: Lowering, layer, t: Tensor | None, node, fn=None, grid=None, l
     ``vecs`` of accumulator buffer ``buf``)."""
     arch = ctx.arch
     if fn is None:
-        fn, grid, lo, hi = _spec(node)
+        fn, grid, lo, hi = function_spec(node)
     pwl = arch.lut_count >= 2 and arch.simd_registers_depth >= 3
     tabs = tables(fn, grid, lo, hi, arch, pwl)
     key = f"lut:{node.name}:{node.op}"
