@@ -80,7 +80,7 @@ def const_digits(dt) -> int:
     accumulator-width value (:func:`tcu_hw.numeric.accumulator_digits`)."""
     if not dt.is_integer:
         return 1
-    return -(-dt.accumulator.width // dt.width)
+    return numeric.accumulator_digit_count(dt)
 
 
 def const_digit(v, dt, d: int) -> np.ndarray:

@@ -292,6 +292,12 @@ class RequantizeFields:
     zero_point_bits: int
 
 
+def accumulator_digit_count(dt: DataType) -> int:
+    """Local-memory words per accumulator-type value of integer type ``dt``: ceil(accumulator
+    width / W) (one 0xD move, then one 0xE per lower digit; :func:`accumulator_digits`)."""
+    return -(-dt.accumulator.width // dt.width)
+
+
 def accumulator_digits(values, dt: DataType) -> np.ndarray:
     """Accumulator-type values of integer type ``dt`` as the local-memory words that put them
     in the accumulators (docs/integer.md, DataMove 0xD then 0xE): shape (digits, ...) with
@@ -304,7 +310,7 @@ def accumulator_digits(values, dt: DataType) -> np.ndarray:
     v = np.asarray(values, dtype=np.int64)
     if v.size and (v.min() < at.min_raw or v.max() > at.max_raw):
         raise ValueError(f"value outside {at.name}")
-    count = -(-at.width // w)
+    count = accumulator_digit_count(dt)
     out = [v >> (w * (count - 1))]
     for d in range(1, count):
         low = (v >> (w * (count - 1 - d))) & ((1 << w) - 1)

@@ -202,13 +202,21 @@ def lut_pass(ctx: Lowering, layer, t: Tensor | None, node, fn=None, grid=None, l
     return step
 
 
+def lookup_registers(arch) -> list[str]:
+    """Why a Lookup into register 1 cannot run (empty when it can): it writes the difference
+    to r1 and one value per table to r2..r(lut_count + 1) (TCU.md §4.6)."""
+    need = arch.lut_count + 1
+    if arch.simd_registers_depth < need:
+        return [f"a table lookup writes the difference and one register per value table: "
+                f"it needs simd_registers_depth ≥ lut_count + 1 = {need} (it is "
+                f"{arch.simd_registers_depth})"]
+    return []
+
+
 def check_lut(node, g, arch) -> list[str]:
     if arch.lut_depth < 2:
         return [f"needs lookup tables: lut_depth must be ≥ 2 (it is {arch.lut_depth})"]
-    if arch.simd_registers_depth < 2:
-        return ["needs at least 2 SIMD registers for a table lookup "
-                f"(simd_registers_depth is {arch.simd_registers_depth})"]
-    return []
+    return lookup_registers(arch)
 
 
 @op("Sigmoid", "Tanh", "Exp", "Log", "Softplus", "Softsign", "Elu", "Celu", "Selu", "HardSwish",

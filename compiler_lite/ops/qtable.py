@@ -41,6 +41,7 @@ from ..ir import Tensor
 from ..kernels import Simd, SimdStep
 from ..quant import DOMAIN
 from ..registry import op
+from .lut import lookup_registers
 
 if TYPE_CHECKING:
     from ..lower import Lowering
@@ -80,9 +81,9 @@ def check_qtable(node, g, arch) -> list[str]:
     the tables and registers it needs."""
     dt = arch.dtype
     keys, _ = table_entries(node.attr("table"), dt)
-    if arch.simd_registers_depth < 2:
-        return [f"a table lookup needs 2 SIMD registers (simd_registers_depth is "
-                f"{arch.simd_registers_depth})"]
+    short = lookup_registers(arch)
+    if short:
+        return short
     if len(keys) <= arch.lut_depth or _linear_ok(arch):
         return []
     return [f"its table ({node.attr('functions')}) changes value {len(keys) - 1} times over "

@@ -275,3 +275,13 @@ def test_a_table_of_not_a_number_is_noted():
     got = run_emulator(c, {"x": x}).outputs["y"]
     np.testing.assert_array_equal(got[x >= 0], ort_run(model, {"x": x})["y"][x >= 0])
     assert np.all(got[x < -0.025] == 0.0)
+
+
+def test_a_lookup_needs_a_register_per_value_table(tmp_path):
+    """Lookup writes r1..r(lut_count + 1): two tables and two registers is a valid .tarch
+    but no table function fits it; the compiler says so (the emulator used to stop with
+    'SIMD destination R3 does not exist')."""
+    q, _ = quantized(between_convs([N("Sigmoid", ["c"], ["f"])]), "int8", tmp_path)
+    with pytest.raises(CompileError, match=r"Sigmoid.*simd_registers_depth ≥ lut_count \+ 1 "
+                                           r"= 3 \(it is 2\)"):
+        compile_model(str(q), lut_arch("pynqz1_int8", count=2, depth=256, registers=2))

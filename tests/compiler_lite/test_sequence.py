@@ -378,6 +378,17 @@ def test_ops_that_need_a_simd_register_say_so():
     assert "exponent 3 needs a SIMD register" in str(e.value)
 
 
+def test_a_table_lookup_needs_a_register_per_value_table():
+    """Lookup writes the difference and one register per table: two tables on two
+    registers is refused at compile time, not at run time."""
+    from tcu_hw.errors import CompileError
+    model = make_model([N("Sigmoid", ["x"], ["y"])], {"x": (1, 4, 8)}, ["y"], opset=13)
+    with pytest.raises(CompileError, match=r"Sigmoid.*simd_registers_depth ≥ lut_count \+ 1 "
+                                           r"= 3 \(it is 2\)"):
+        compile_and_run(model, lut_arch(count=2, registers=2), {"x": rand((1, 4, 8))})
+    compile_and_run(model, lut_arch(count=2, registers=3), {"x": rand((1, 4, 8))})
+
+
 def test_layer_normalization_on_rows_and_its_limits():
     """[N, C] rows (BERT's pooled output) normalize; other axes are refused, naming the
     node and its axis."""
