@@ -15,6 +15,8 @@ are the integer operators of :mod:`compiler_lite.ops.integer` (domain ``tcu``):
 ``QAdd``       Add of two activations, each rescaled to the output
 ``QAveragePool``  GlobalAveragePool, AveragePool (padding counted)
 ``QMul``       Mul of two activations (one may broadcast)
+``QMatMul``    MatMul / QLinearMatMul of two activations (attention's Q·Kᵀ and P·V)
+``QSoftmax``   Softmax (INT8, as onnxruntime's QLinearSoftmax)
 ``QAffine``    BatchNormalization not folded into a convolution; HardSigmoid; a chain
                of arithmetic with scalar constants (one a and b for every element)
 ``QLeakyRelu`` LeakyRelu
@@ -342,7 +344,7 @@ class _Converter:
                 "GlobalAveragePool": self._average, "AveragePool": self._average,
                 "Mul": self._mul, "BatchNormalization": self._affine,
                 "LeakyRelu": self._leaky, "HardSigmoid": self._hard_sigmoid,
-                "Relu": self._clamp, "Clip": self._clamp}
+                "Relu": self._clamp, "Clip": self._clamp, "Softmax": self._softmax}
 
     def _convert(self, node: Node) -> None:
         """One node: a table function, its handler, a view, or a problem noted."""
@@ -529,6 +531,9 @@ class _Converter:
                                   float(node.attr("beta", 1.0)) != 1.0):
             self.fail(node, "a quantized Gemm needs transA = 0, alpha = beta = 1")
             return
+        if node.op == "MatMul" and self._computed(b):
+            self._product(node)
+            return
         w = self.weight(node, b, "weights")
         if w is None:
             return
@@ -543,6 +548,29 @@ class _Converter:
         self._linear(node, a, w, node.inputs[2] if len(node.inputs) > 2 else None,
                      self.output(node, node.outputs[0]), "QGemm", q)
 
+    def _computed(self, t: str) -> bool:
+        """Whether ``t`` is an activation (not a constant)."""
+        return t not in self.weights and t not in self.g.consts and \
+            (t in self.deq or t in self.params)
+
+    def _product(self, node: Node) -> None:
+        """MatMul of two activations (attention's Q·Kᵀ and P·V): exact integer sums with
+        both zero points taken off, one Requantize by s_a·s_b / s_y."""
+        got = self._operands(node, 2)
+        if got is None:
+            return
+        a, b, out = got
+        self._emit("QMatMul", node, [a[0], b[0]], out[0], a=a[1], b=b[1], y=out[1],
+                   clip=out[2])
+
+    def _softmax(self, node: Node) -> None:
+        """Softmax (onnxruntime's QLinearSoftmax semantics, :mod:`.ops.qsoftmax`)."""
+        got = self._operands(node, 1, fuse=False)
+        if got is None:
+            return
+        (x, px), (y, py, _) = got
+        self._emit("QSoftmax", node, [x], y, x=px, y=py, axis=int(node.attr("axis", -1)))
+
     def _qlinear_conv(self, node: Node) -> None:
         """QLinearConv: integer in, integer out, its int32 bias at s_x·s_w."""
         ins = node.inputs
@@ -553,8 +581,20 @@ class _Converter:
                       **{k: v for k, v in node.attrs.items()})
 
     def _qlinear_matmul(self, node: Node) -> None:
-        """QLinearMatMul with constant integer weights (scales per output column)."""
+        """QLinearMatMul with constant integer weights (scales per output column), or of
+        two integer activations."""
         ins = node.inputs
+        if self._computed(ins[3]):
+            a = self._qlinear_input(node, ins[0], ins[1], ins[2])
+            b = self._qlinear_input(node, ins[3], ins[4], ins[5])
+            p = self.scalar_params(node, ins[6], ins[7])
+            if a is None or b is None or p is None:
+                return
+            y = node.outputs[0]
+            self.params[y] = p
+            self._emit("QMatMul", node, [self.name(a), self.name(b)], self.name(y),
+                       a=self.params[a], b=self.params[b], y=p, clip=None)
+            return
         x = self._qlinear_input(node, ins[0], ins[1], ins[2])
         w = self._qlinear_weights(node, ins[3], ins[4], ins[5], 1)
         self._qlinear(node, x, w, ins[6], ins[7], None, "QGemm",

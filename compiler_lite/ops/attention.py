@@ -128,10 +128,11 @@ def _lanes_read(ctx: Lowering, xv: np.ndarray) -> int:
 
 
 def product(ctx: Lowering, node, a: Tensor, b: Tensor, out_name: str, out_shape,
-            alpha: float = 1.0, bias: np.ndarray | None = None) -> None:
+            alpha: float = 1.0, bias: np.ndarray | None = None) -> ProductBuilder:
     """``out = alpha · a @ b (+ bias)`` for two computed tensors (ONNX MatMul semantics:
     rank-1 operands are promoted, leading axes broadcast); ``bias`` is a constant that
-    broadcasts to the output (Gemm's C, already times beta)."""
+    broadcasts to the output (Gemm's C, already times beta). Returns the product layer's
+    producer (its tiles and terms, for steps that follow in the same layer)."""
     n = ctx.n
     ai, bi = a.idx, b.idx
     if ai.ndim == 1:
@@ -181,6 +182,7 @@ def product(ctx: Lowering, node, a: Tensor, b: Tensor, out_name: str, out_shape,
     builder.macs = G * M * N * K
     builder.layer = ctx.begin(buf, builder, nodes=[node.name])
     ctx.set(out_name, Tensor(y.idx.reshape(out_shape)))
+    return builder
 
 
 class ProductBuilder(LinearBuilder):

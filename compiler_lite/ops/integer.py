@@ -58,6 +58,20 @@ def requantize(ctx: Lowering, layer, blocks: np.ndarray, acc_scale, bias, y, cli
     layer.sealed = True
 
 
+def requantize_paired(ctx: Lowering, layer, vecs, aux, aux_buf, acc_scale: float, lanes: int,
+                      y, clip, key: str) -> None:
+    """:func:`requantize` of ``vecs`` with one scale, each vector's bias read from its
+    paired vector ``aux`` of accumulator buffer ``aux_buf`` (a bias computed at run time;
+    none when ``aux`` is None); lanes from ``lanes`` on come out 0."""
+    n = ctx.n
+    m, s = _parameters(ctx, np.array([acc_scale]), y)
+    order = np.argsort(vecs, kind="stable")
+    _steps(ctx, layer, np.asarray(vecs)[order], np.full(n, m[0]), np.full(n, s[0]),
+           np.zeros(n), np.arange(n) < lanes, y, clip, key,
+           None if aux is None else np.asarray(aux)[order], aux_buf)
+    layer.sealed = True
+
+
 def requantize_lanes(ctx: Lowering, layer, t: Tensor, scale: float, bias: int, y, clip,
                      key: str) -> np.ndarray:
     """:func:`requantize` of every element of ``t`` (in ``layer``'s output) with one scale
@@ -89,16 +103,25 @@ def _parameters(ctx: Lowering, acc_scale, y):
                  f"outside what {dt.name} represents (> 0, < 2^{dt.width + 8})")
 
 
-def _steps(ctx: Lowering, layer, vecs, m, s, bias, real, y, clip, key: str) -> None:
+def _steps(ctx: Lowering, layer, vecs, m, s, bias, real, y, clip, key: str,
+           aux=None, aux_buf=None) -> None:
     """The Requantize (and clamp) steps over ``vecs``, parameters per lane; lanes not
-    ``real`` get all-zero parameters (their output is 0)."""
+    ``real`` get all-zero parameters (their output is 0). With ``aux``, each vector's bias
+    is its paired vector of accumulator buffer ``aux_buf`` (``bias`` is not used)."""
     dt = ctx.arch.dtype
     params = np.where(real, numeric.pack_requantize(m, s, y.zero_point, dt), 0)
-    b = np.where(real, bias, 0).astype(np.int64)
     kp, kb = f"{key}:params", f"{key}:bias"
-    layer.steps.append(Simd(layer.out, vecs, [("const", R_PARAMS, kp), ("const", R_BIAS, kb)],
-                            [SimdStep(Op.REQUANTIZE, 0, R_PARAMS, 0)],
-                            consts={kp: params, kb: b}))
+    if aux is None:
+        b = np.where(real, bias, 0).astype(np.int64)
+        layer.steps.append(Simd(layer.out, vecs,
+                                [("const", R_PARAMS, kp), ("const", R_BIAS, kb)],
+                                [SimdStep(Op.REQUANTIZE, 0, R_PARAMS, 0)],
+                                consts={kp: params, kb: b}))
+    else:
+        layer.steps.append(Simd(layer.out, vecs, [("const", R_PARAMS, kp)],
+                                [SimdStep(Op.MOVE, 0, 0, R_BIAS, read="aux", write=None),
+                                 SimdStep(Op.REQUANTIZE, 0, R_PARAMS, 0)], aux, aux_buf,
+                                consts={kp: params}))
     for bound, simd_op, edge in ((0, Op.MAX, dt.min_raw), (1, Op.MIN, dt.max_raw)):
         if clip is None or clip[bound] == edge:
             continue

@@ -94,7 +94,7 @@ def check_qtable(node, g, arch) -> list[str]:
             f"{arch.lut_count} and {arch.simd_registers_depth})"]
 
 
-def _padded(tables, depth: int) -> list:
+def padded_tables(tables, depth: int) -> list:
     """Tables of ``depth`` entries (the last entry repeated: its key is the largest)."""
     return [np.concatenate([t, np.full(depth - len(t), t[-1])]).astype(np.float64)
             for t in tables]
@@ -115,7 +115,7 @@ def qtable(node, ctx: Lowering):
         layer.steps.append(Simd(layer.out, vecs, [("lut", key)],
                                 [SimdStep(Op.LOOKUP, 0, 0, 1, read="self", write=None),
                                  SimdStep(Op.MOVE, 2, 2, 0, read=None, write="self")],
-                                luts={key: _padded([keys, values], arch.lut_depth)}))
+                                luts={key: padded_tables([keys, values], arch.lut_depth)}))
         at_zero = values[np.searchsorted(keys, 0, side="right") - 1]
     else:
         at_zero = _linear_steps(ctx, layer, vecs, node, key)
@@ -165,7 +165,7 @@ def _linear_steps(ctx: Lowering, layer, vecs, node, key: str) -> int:
          SimdStep(Op.REQUANTIZE, R_DIFF, params, R_DIFF, read=None, write=None),
          SimdStep(Op.ADD, R_DIFF, R_HI, 0, read=None, write="self")],
         consts={kp: np.full(n, numeric.pack_requantize(1, s, 0, dt), dtype=np.int64)},
-        luts={key: _padded(tables, arch.lut_depth)}))
+        luts={key: padded_tables(tables, arch.lut_depth)}))
     return int(got[-dt.min_raw])
 
 

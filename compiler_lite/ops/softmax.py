@@ -39,7 +39,7 @@ def _table(node, op_name, K: int) -> dict:
     return {"node": function_node(node, op_name), "fn": fn, "grid": "linear", "lo": lo, "hi": hi}
 
 
-def _rows(ctx: Lowering, t: Tensor, axis: int):
+def row_lanes(ctx: Lowering, t: Tensor, axis: int):
     """(vector, lane) of every element as (rows, K) arrays, the reduced axis last."""
     idx = np.moveaxis(t.idx, axis, -1)
     K = idx.shape[-1]
@@ -74,7 +74,7 @@ def _across_vectors(ctx: Lowering, node, x: str, vec, axis: int, log: bool) -> N
     layer, t = ctx.copy_layer(ctx.tensor(x), out)
     X = layer.out
     # redo the analysis on the copy: vectors of each row group, relative to X
-    v2, _ = _rows(ctx, t, axis)
+    v2, _ = row_lanes(ctx, t, axis)
     seqs, inv = np.unique(v2 - X.start, axis=0, return_inverse=True)
     inv = inv.ravel()
     G = len(seqs)
@@ -119,7 +119,7 @@ def _default_idx(ctx: Lowering, shape) -> np.ndarray:
     return frame_layout(probe, "probe", shape4, frame, ctx.n)[1].idx.reshape(shape)
 
 
-def _alike(ctx: Lowering, name: str, t: Tensor):
+def alike_buffer(ctx: Lowering, name: str, t: Tensor):
     """A new buffer for a tensor of ``t``'s shape that whole-vector moves fill from ``t``:
     the default layout when each of its vectors takes its elements from one vector of ``t``
     in the same lanes, else ``t``'s own vectors (in order) and lanes."""
@@ -135,7 +135,7 @@ def _alike(ctx: Lowering, name: str, t: Tensor):
     return buf, Tensor(idx.astype(np.int64), name)
 
 
-def _lane_tile(n, lanes_in, broadcast_lane=None) -> np.ndarray:
+def lane_tile(n, lanes_in, broadcast_lane=None) -> np.ndarray:
     tile = np.zeros((n + 1, n))
     if broadcast_lane is not None:
         tile[1 + broadcast_lane, :] = 1.0
@@ -152,7 +152,7 @@ def _across_lanes(ctx: Lowering, node, x: str, vec, lane, axis: int, log: bool) 
     R, K = vec.shape
     # layer 1: m by broadcasting every element to all lanes, max chain; d = x - m
     d_name = f"{out}:shifted"
-    buf_d, td = _alike(ctx, d_name, t)
+    buf_d, td = alike_buffer(ctx, d_name, t)
     B = ctx.space.new(f"{out}:bcast", R * K)
     M = ctx.space.new(f"{out}:max", R)
     b = LinearBuilder(B, n)
@@ -160,14 +160,14 @@ def _across_lanes(ctx: Lowering, node, x: str, vec, lane, axis: int, log: bool) 
         sel = lane == l
         if sel.any():
             rr, kk = np.nonzero(sel)
-            b.add(rr * K + kk, vec[rr, kk], _lane_tile(n, None, l))
+            b.add(rr * K + kk, vec[rr, kk], lane_tile(n, None, l))
     layer = ctx.begin(B, b)
     layer.out = buf_d
     indptr = np.arange(R + 1, dtype=np.int64) * K
     layer.steps.append(Reduce(M, B, indptr, np.arange(R * K, dtype=np.int64), op=Op.MAX))
     pairs = np.unique(np.stack([td.idx.reshape(-1) // n, t.idx.reshape(-1) // n]), axis=1)
     layer.steps.append(Load(buf_d, pairs[0] - buf_d.start, pairs[1]))
-    dv, _ = _rows(ctx, td, axis)
+    dv, _ = row_lanes(ctx, td, axis)
     member = np.concatenate([np.unique(dv[r]) for r in range(R)]) - buf_d.start
     row_of = np.concatenate([np.full(len(np.unique(dv[r])), r) for r in range(R)])
     layer.steps.append(_bcast_simd(buf_d, member, row_of, M, Op.SUBTRACT))
@@ -184,20 +184,20 @@ def _across_lanes(ctx: Lowering, node, x: str, vec, lane, axis: int, log: bool) 
         ctx.set(e_name, te, internal=True)
         src = te
     # last layer: s = Σ lanes (ones tiles), 1/s or log s, then combine with e (or d)
-    ev, el = _rows(ctx, src, axis)
+    ev, el = row_lanes(ctx, src, axis)
     S = ctx.space.new(f"{out}:sum", R)
     b = LinearBuilder(S, n)
     for r in range(R):
         for v in np.unique(ev[r]):
-            b.add([r], [v], _lane_tile(n, el[r][ev[r] == v]))
+            b.add([r], [v], lane_tile(n, el[r][ev[r] == v]))
     layer = ctx.begin(S, b)
     lut_pass(ctx, layer, None, **_table(node, "Log" if log else "Reciprocal", K), buf=S,
              vecs=np.arange(R))
     base = td if log else src
-    buf_y, ty = _alike(ctx, out, base)
+    buf_y, ty = alike_buffer(ctx, out, base)
     pairs = np.unique(np.stack([ty.idx.reshape(-1) // n, base.idx.reshape(-1) // n]), axis=1)
     layer.steps.append(Load(buf_y, pairs[0] - buf_y.start, pairs[1]))
-    yv, _ = _rows(ctx, ty, axis)
+    yv, _ = row_lanes(ctx, ty, axis)
     member = np.concatenate([np.unique(yv[r]) for r in range(R)]) - buf_y.start
     row_of = np.concatenate([np.full(len(np.unique(yv[r])), r) for r in range(R)])
     layer.steps.append(_bcast_simd(buf_y, member, row_of, S, Op.SUBTRACT if log
@@ -212,31 +212,35 @@ def softmax(node, ctx: Lowering):
     x = node.inputs[0]
     t = ctx.tensor(x)
     axis = int(node.attr("axis", -1)) % t.idx.ndim
-    vec, lane = _rows(ctx, t, axis)
+    vec, lane = row_lanes(ctx, t, axis)
     log = node.op == "LogSoftmax"
     one_lane = (lane == lane[:, :1]).all()
     distinct = all(len(np.unique(v)) == len(v) for v in vec) if one_lane else False
     if one_lane and distinct and vec.shape[1] > 1:
         return _across_vectors(ctx, node, x, vec, axis, log)
-    owner_rows = {}
-    exclusive = True
-    for r in range(vec.shape[0]):
-        for v in np.unique(vec[r]):
-            if owner_rows.setdefault(int(v), r) != r:
-                exclusive = False
-                break
-        if not exclusive:
-            break
-    if not exclusive:
-        name = f"{x}:rows:{node.name}"
-        shape = t.shape
-        perm = list(range(len(shape)))
-        perm.append(perm.pop(axis))
-        moved = Tensor(np.transpose(t.idx, perm))
-        buf, nt = ctx.new_activation(name, moved.shape)
-        ctx.begin(buf, ctx.copy_step(moved, nt))
-        back = Tensor(np.transpose(nt.idx, np.argsort(perm)))
-        ctx.set(name, back, internal=True)
-        vec, lane = _rows(ctx, back, axis)
-        return _across_lanes(ctx, node, name, vec, lane, axis, log)
-    return _across_lanes(ctx, node, x, vec, lane, axis, log)
+    name, vec, lane = lane_rows(ctx, node, x, axis)
+    return _across_lanes(ctx, node, name, vec, lane, axis, log)
+
+
+def lane_rows(ctx: Lowering, node, x: str, axis: int, flat: bool = False):
+    """(tensor, vector, lane) of the rows of ``x`` along ``axis``: ``x`` itself when each
+    vector holds elements of one row only, else a copy with ``axis`` moved last (a layer of
+    its own), in the default layout or, with ``flat``, with ``axis`` in the lanes (then
+    every vector holds one row's elements)."""
+    t = ctx.tensor(x)
+    vec, lane = row_lanes(ctx, t, axis)
+    owner_rows: dict[int, int] = {}
+    if all(owner_rows.setdefault(int(v), r) == r
+           for r in range(vec.shape[0]) for v in np.unique(vec[r])):
+        return x, vec, lane
+    name = f"{x}:rows:{node.name}"
+    perm = list(range(len(t.shape)))
+    perm.append(perm.pop(axis))
+    moved = Tensor(np.transpose(t.idx, perm))
+    buf, nt = ctx.new_activation(name, moved.shape,
+                                 order=tuple(range(len(perm))) if flat else None)
+    ctx.begin(buf, ctx.copy_step(moved, nt))
+    back = Tensor(np.transpose(nt.idx, np.argsort(perm)))
+    ctx.set(name, back, internal=True)
+    vec, lane = row_lanes(ctx, back, axis)
+    return name, vec, lane

@@ -315,11 +315,15 @@ def test_float_model_on_an_integer_type_is_refused():
 
 
 def test_unsupported_quantized_node_is_named(tmp_path):
-    model = make_model([helper.make_node("Conv", ["x", "w"], ["c"]),
-                        helper.make_node("Softmax", ["c"], ["y"], axis=1)],
-                       {"x": (1, 4, 5, 5)}, ["y"], {"w": he((4, 4, 1, 1), 3)}, opset=13)
+    """An integer LayerNorm is not lowered (it needs a per-row inverse square root)."""
+    model = make_model([helper.make_node("MatMul", ["x", "w"], ["c"]),
+                        helper.make_node("LayerNormalization", ["c", "g", "b"], ["n"]),
+                        helper.make_node("MatMul", ["n", "w2"], ["y"])],
+                       {"x": (1, 6, 8)}, ["y"],
+                       {"w": rand((8, 8), 3), "g": rand((8,), 4), "b": rand((8,), 5),
+                        "w2": rand((8, 8), 6)}, opset=17)
     q, _ = quantized(model, "int8", tmp_path)
-    with pytest.raises(CompileError, match=r"Softmax.*no integer lowering"):
+    with pytest.raises(CompileError, match=r"LayerNormalization.*no integer lowering"):
         compile_model(str(q), "pynqz1_int8")
 
 
