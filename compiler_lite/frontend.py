@@ -361,10 +361,13 @@ def _decompose_layer_norm(nodes: list[Node], consts: dict, shapes: dict) -> list
     """The opset-17 ``LayerNormalization`` → the primitive ops exporters write for it:
     ``xc = X − mean(X)``, ``Y = xc · (mean(xc²) + ε)^-½ · Scale + B`` over the axes from
     ``axis`` on (one lookup table for the inverse square root). Its optional Mean and
-    InvStdDev outputs are the intermediate tensors."""
+    InvStdDev outputs are the intermediate tensors. A quantized one (its input comes from a
+    DequantizeLinear) stays whole: the integer path lowers it as it is."""
     out = []
+    made = {o: n for n in nodes for o in n.outputs}
     for n in nodes:
-        if n.op != "LayerNormalization" or n.domain not in ("", "ai.onnx"):
+        if n.op != "LayerNormalization" or n.domain not in ("", "ai.onnx") or \
+                getattr(made.get(n.inputs[0]), "op", None) == "DequantizeLinear":
             out.append(n)
             continue
         x, scale = n.inputs[0], n.inputs[1]

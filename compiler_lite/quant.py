@@ -17,6 +17,7 @@ are the integer operators of :mod:`compiler_lite.ops.integer` (domain ``tcu``):
 ``QMul``       Mul of two activations (one may broadcast)
 ``QMatMul``    MatMul / QLinearMatMul of two activations (attention's Q·Kᵀ and P·V)
 ``QSoftmax``   Softmax (INT8, as onnxruntime's QLinearSoftmax)
+``QLayerNorm`` LayerNormalization over the last axis (INT8)
 ``QAffine``    BatchNormalization not folded into a convolution; HardSigmoid; a chain
                of arithmetic with scalar constants (one a and b for every element)
 ``QLeakyRelu`` LeakyRelu
@@ -344,7 +345,8 @@ class _Converter:
                 "GlobalAveragePool": self._average, "AveragePool": self._average,
                 "Mul": self._mul, "BatchNormalization": self._affine,
                 "LeakyRelu": self._leaky, "HardSigmoid": self._hard_sigmoid,
-                "Relu": self._clamp, "Clip": self._clamp, "Softmax": self._softmax}
+                "Relu": self._clamp, "Clip": self._clamp, "Softmax": self._softmax,
+                "LayerNormalization": self._layer_norm}
 
     def _convert(self, node: Node) -> None:
         """One node: a table function, its handler, a view, or a problem noted."""
@@ -378,7 +380,7 @@ class _Converter:
             c = next(v for v in consts if v is not None)
             if c.size != 1:
                 return None
-            c, fn = float(c.reshape(-1)[0]), SCALAR_ARITHMETIC[node.op]
+            c, fn = float(np.float32(c.reshape(-1)[0])), SCALAR_ARITHMETIC[node.op]
             return (lambda x: fn(x, c)) if consts[1] is not None else (lambda x: fn(c, x))
         try:
             one = len([i for i in node.inputs if i]) == 1
@@ -430,8 +432,14 @@ class _Converter:
         (x, px), (y, py, clip) = got
         line = _affine_chain(self, chain)
         if line is not None:            # an affine map: no table needed (and exact on INT16)
+            # (INT8 also gets the exact table: with lookup tables it reproduces onnxruntime's
+            # float32 rounding, which breaks the ties an affine map meets when the output's
+            # scale matches the input's, as GELU's "+ 1" after Erf does)
+            table, exact = self._table_values(node, chain, px, py, clip) \
+                if self.dt.width == 8 else (None, None)
             self._emit("QAffine", node, [x], y, a=np.array([line[0]]),
-                       b=np.array([line[1]]), x=px, y=py, clip=clip)
+                       b=np.array([line[1]]), x=px, y=py, clip=clip, table=table,
+                       exact=exact, functions=" → ".join(n.op for n in chain))
             return
         table, exact = self._table_values(node, chain, px, py, clip)
         self._emit("QTable", node, [x], y, table=table, exact=exact, x=px, y=py,
@@ -445,8 +453,8 @@ class _Converter:
         xs = np.arange(dt.min_raw, dt.max_raw + 1)
         v = numeric.dequantize(xs, px.scale, px.zero_point).astype(np.float64)
         with np.errstate(all="ignore"):
-            for step in chain:
-                v = self.function(step)(v)
+            for step in chain:          # every tensor between the nodes is float32
+                v = np.asarray(self.function(step)(v), dtype=np.float32).astype(np.float64)
             nan = np.isnan(v)
             if nan.any():
                 first = float(numeric.dequantize(xs[nan][:1], px.scale, px.zero_point)[0])
@@ -570,6 +578,31 @@ class _Converter:
             return
         (x, px), (y, py, _) = got
         self._emit("QSoftmax", node, [x], y, x=px, y=py, axis=int(node.attr("axis", -1)))
+
+    def _layer_norm(self, node: Node) -> None:
+        """LayerNormalization over the last axis, constant scale and bias
+        (:mod:`.ops.qnorm`)."""
+        got = self._operands(node, 1)
+        if got is None:
+            return
+        (x, px), (y, py, clip) = got
+        shape = self.shapes.get(node.inputs[0]) or self.g.shapes.get(node.inputs[0])
+        axis = int(node.attr("axis", -1))
+        if shape is None or axis % len(shape) != len(shape) - 1:
+            self.fail(node, f"an integer LayerNorm normalizes over the last axis (axis -1); "
+                            f"this one has axis {axis}")
+            return
+        gamma = self.constant(node.inputs[1])
+        beta = self.constant(node.inputs[2]) if len(node.inputs) > 2 and node.inputs[2] \
+            else np.zeros(shape[-1])
+        if gamma is None or beta is None:
+            self.fail(node, "its scale and bias must be constants")
+            return
+        C = shape[-1]
+        self._emit("QLayerNorm", node, [x], y, x=px, y=py, clip=clip,
+                   gamma=np.broadcast_to(gamma.reshape(-1), (C,)).copy(),
+                   beta=np.broadcast_to(beta.reshape(-1), (C,)).copy(),
+                   epsilon=float(node.attr("epsilon", 1e-5)))
 
     def _qlinear_conv(self, node: Node) -> None:
         """QLinearConv: integer in, integer out, its int32 bias at s_x·s_w."""

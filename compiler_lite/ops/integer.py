@@ -32,6 +32,7 @@ from ..registry import op
 from .elementwise import operand_beside
 from .linear import (block_vectors, check_avgpool, dense_weights, depthwise, matmul_rows,
                      spatial_linear)
+from .qtable import qtable, steps_fit
 
 if TYPE_CHECKING:
     from ..lower import Lowering
@@ -282,7 +283,10 @@ def qaffine(node, ctx: Lowering):
     """``y = a·x + b`` per channel (a batch norm of its own), or with one a and b for every
     element: ``x`` times ±2^(W+7) per lane, then requantized by |a|·s_x / (s_y · 2^(W+7))
     with bias b·2^(W+7) / (|a|·s_x) − (±zp_x · 2^(W+7)); exact up to the bias's rounding,
-    2^−(W+8) of an input LSB."""
+    2^−(W+8) of an input LSB. A scalar INT8 map goes through its table instead when the
+    lookup tables hold it (onnxruntime's float32 results, ties included)."""
+    if steps_fit(ctx.arch, node.attrs.get("table")):
+        return qtable(node, ctx)            # exact, onnxruntime's float32 ties included
     dt, n = ctx.arch.dtype, ctx.n
     px, a, b = node.attr("x"), node.attr("a"), node.attr("b")
     k = dt.width + 7

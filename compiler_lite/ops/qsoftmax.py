@@ -129,7 +129,7 @@ def _division_body() -> list[SimdStep]:
     return body
 
 
-def _rows_of_vectors(ctx: Lowering, t: Tensor, buf, axis: int):
+def rows_of_vectors(ctx: Lowering, t: Tensor, buf, axis: int):
     """(vectors of ``buf`` holding ``t``, the row of each), by vector."""
     yv, _ = row_lanes(ctx, t, axis)
     member = np.concatenate([np.unique(v) for v in yv]) - buf.start
@@ -169,7 +169,7 @@ def qsoftmax(node, ctx: Lowering):
     indptr = np.arange(R + 1, dtype=np.int64) * K
     ks, kt = f"{out}:minus_127", f"{out}:times_128"
     pairs = np.unique(np.stack([ty.idx.reshape(-1) // n, t.idx.reshape(-1) // n]), axis=1)
-    member, row_of = _rows_of_vectors(ctx, ty, buf_y, axis)
+    member, row_of = rows_of_vectors(ctx, ty, buf_y, axis)
     ky, kz = f"{out}:Y", f"{out}:zero_point"
     layer.steps += [
         Reduce(M, B, indptr, every, op=Op.MAX),

@@ -65,6 +65,13 @@ def table_entries(table: np.ndarray, dt) -> tuple[np.ndarray, np.ndarray]:
     return starts + dt.min_raw, table[starts]
 
 
+def steps_fit(arch, table) -> bool:
+    """Whether the architecture's lookup tables hold ``table``'s steps (the exact form)."""
+    dt = arch.dtype
+    return table is not None and arch.lut_count >= 1 and not lookup_registers(arch) and \
+        len(table_entries(table, dt)[0]) <= arch.lut_depth
+
+
 def linear_registers(arch) -> int:
     """SIMD registers the piecewise-linear body needs: Lookup writes r1..r(lut_count + 1),
     then the Requantize parameters and its bias."""

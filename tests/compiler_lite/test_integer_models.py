@@ -315,16 +315,31 @@ def test_float_model_on_an_integer_type_is_refused():
 
 
 def test_unsupported_quantized_node_is_named(tmp_path):
-    """An integer LayerNorm is not lowered (it needs a per-row inverse square root)."""
-    model = make_model([helper.make_node("MatMul", ["x", "w"], ["c"]),
-                        helper.make_node("LayerNormalization", ["c", "g", "b"], ["n"]),
-                        helper.make_node("MatMul", ["n", "w2"], ["y"])],
-                       {"x": (1, 6, 8)}, ["y"],
-                       {"w": rand((8, 8), 3), "g": rand((8,), 4), "b": rand((8,), 5),
-                        "w2": rand((8, 8), 6)}, opset=17)
+    model = make_model([helper.make_node("Conv", ["x", "w"], ["c"]),
+                        helper.make_node("InstanceNormalization", ["c", "g", "b"], ["y"])],
+                       {"x": (1, 4, 5, 5)}, ["y"], {"w": he((4, 4, 1, 1), 3),
+                                                    "g": rand((4,), 4), "b": rand((4,), 5)},
+                       opset=13)
     q, _ = quantized(model, "int8", tmp_path)
-    with pytest.raises(CompileError, match=r"LayerNormalization.*no integer lowering"):
+    with pytest.raises(CompileError, match=r"InstanceNormalization.*no integer lowering"):
         compile_model(str(q), "pynqz1_int8")
+
+
+def test_layer_norm_over_other_axes_is_refused(tmp_path):
+    """An integer LayerNorm normalizes over the last axis only (the quantized model's
+    LayerNormalization set to axis 1 after quantizing)."""
+    model = make_model([helper.make_node("MatMul", ["x", "w"], ["c"]),
+                        helper.make_node("LayerNormalization", ["c", "g", "b"], ["y"])],
+                       {"x": (1, 6, 8)}, ["y"],
+                       {"w": rand((8, 8), 3), "g": rand((8,), 4), "b": rand((8,), 5)},
+                       opset=17)
+    q, _ = quantized(model, "int8", tmp_path)
+    m = onnx.load(str(q))
+    ln = next(n for n in m.graph.node if n.op_type == "LayerNormalization")
+    del ln.attribute[:]
+    ln.attribute.append(helper.make_attribute("axis", 1))
+    with pytest.raises(CompileError, match=r"LayerNormalization.*over the last axis"):
+        compile_model(m, "pynqz1_int8")
 
 
 @pytest.mark.parametrize("kind, arch, typ", [("int16", "pynqz1_int8", "int16"),

@@ -1,0 +1,262 @@
+"""QLayerNorm: LayerNormalization over the last axis of an integer tensor (docs/integer.md,
+"LayerNorm"), against onnxruntime's float LayerNorm between DequantizeLinear and
+QuantizeLinear. INT8 figures below (INT16: :class:`Fixed`).
+
+With q a row's C integers and A = Σq, the normalized value is free of the input's scale:
+
+    (x_i − mean) / √(var + ε) = d_i / √D,   d_i = C·q_i − A,
+    D = C·Σq² − A² + round(C²·ε / s_x²)
+
+so a row needs exact integer sums and one inverse square root, which the lanes compute
+(one layer, each row along the lanes)::
+
+    x ──▶ every element broadcast to all lanes (a MatMul each) ──▶ B
+    A = Σ_row B;  B = C·B²;  Q = Σ_row B                     (Reduce chains)
+    per row:  D·4^E1 (E1 fixed: below 2^31); e = its exponent; D' = D·4^E1 / 4^e in
+              [2^14, 2^16); u₀ ≈ 2^23/√D' from a table of D'/2^10; three Newton steps
+              u ← u·(3·2^14 − D'·u²/2^32) / 2^15, each product a Requantize
+    per element:  d = C·q − A;  z = ±round(d·u / 2^(e + c)) = ±d/√D · 2^Z
+              y = z_y + round((z + β·2^Z/|γ|) · |γ| / (2^Z·s_y))   (Requantize per channel)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from tcu_hw import numeric
+from tcu_hw.isa import SimdOp as Op
+
+from ..kernels import LinearBuilder, Load, Reduce, Simd, SimdStep
+from ..quant import DOMAIN
+from ..registry import op
+from .integer import requantize
+from .qsoftmax import rows_of_vectors
+from .qtable import padded_tables
+from .softmax import alike_buffer, lane_rows, lane_tile
+
+if TYPE_CHECKING:
+    from ..lower import Lowering
+
+#: the widest row: C·Σq² stays inside the accumulator (|q| ≤ 2^(W−1))
+MAX_CHANNELS = 362
+#: Newton steps, fraction bits of the normalized value z (INT8, INT16)
+NEWTON_STEPS, Z_BITS = 3, {8: 20, 16: 32}
+#: registers: the Newton pass uses R1..R9; the seed pass R(lut_count + 2)..(lut_count + 5)
+REGISTERS = 9
+
+
+@dataclass(frozen=True)
+class Fixed:
+    """The fixed point of the inverse square root for a data type of W bits (INT8 / INT16
+    figures)."""
+
+    m_bits: int     # Requantize multipliers: W + 8 (16 / 24)
+    lo: int         # D' in [2^lo, 2^(lo + 2)) (14 / 22)
+    u_bits: int     # u = 2^u_bits / √D' just below 2^m_bits (23 / 35)
+    steps: int      # exponent thresholds 2^(lo + 2k), k = 1..steps (8 / 12)
+    max_pre: int    # E1 at most: 4^E1 is a Multiply's right operand (7 / 11)
+    acc: int        # accumulator bits (32 / 48)
+
+
+def fixed(dt) -> Fixed:
+    m = dt.width + 8
+    acc = dt.accumulator_width
+    return Fixed(m, m - 2, m + (m - 2) // 2, (acc - m) // 2, (m - 1) // 2, acc)
+
+
+def registers_needed(arch) -> int:
+    return max(REGISTERS, arch.lut_count + 5)
+
+
+def check_qlayernorm(node, g, arch) -> list[str]:
+    """Checker of QLayerNorm: a lookup table of at least 65 entries, the registers, rows of
+    at most :data:`MAX_CHANNELS`."""
+    shape = g.shapes.get(node.inputs[0])
+    out = []
+    if arch.lut_count < 1 or arch.lut_depth < 65:
+        out.append(f"an integer LayerNorm seeds its inverse square root from a table of 65 "
+                   f"entries (lut_count ≥ 1, lut_depth ≥ 65); the architecture has "
+                   f"{arch.lut_count} and {arch.lut_depth}")
+    if arch.simd_registers_depth < registers_needed(arch):
+        out.append(f"an integer LayerNorm needs simd_registers_depth ≥ "
+                   f"{registers_needed(arch)} (the architecture has "
+                   f"{arch.simd_registers_depth})")
+    if shape and shape[-1] > MAX_CHANNELS:
+        out.append(f"rows of {shape[-1]} elements: an integer LayerNorm sums C·Σq² in the "
+                   f"accumulators, so C ≤ {MAX_CHANNELS}")
+    return out
+
+
+def prescale(C: int, eps_steps: int, fx: Fixed, width: int) -> int:
+    """E1: the largest shift (at most ``fx.max_pre``) with 4^E1 · D inside the accumulator
+    for every row."""
+    top, e1 = C * C * (1 << (2 * width - 2)) + eps_steps, 0
+    while e1 < fx.max_pre and top * 4 ** (e1 + 1) < 1 << (fx.acc - 1):
+        e1 += 1
+    return e1
+
+
+def seed_table(fx: Fixed) -> tuple[np.ndarray, np.ndarray]:
+    """(keys 0..64, values): u₀ = 1024·value ≈ 2^u_bits / √(key·2^(lo − 4)), below
+    2^m_bits."""
+    keys = np.arange(65)
+    v = np.rint(2.0 ** (fx.u_bits - 10) / np.sqrt(np.maximum(keys, 1) * 2.0 ** (fx.lo - 4)))
+    return keys, np.minimum(v, ((1 << fx.m_bits) - 1) // 1024).astype(np.int64)
+
+
+def _pack(dt, m: int = 0, s: int = 0) -> np.ndarray:
+    return np.asarray(numeric.pack_requantize(m, s, 0, dt), dtype=np.int64)
+
+
+def _s(op_, left, right, dest, read=None, write=None) -> SimdStep:
+    return SimdStep(op_, left, right, dest, read=read, write=write)
+
+
+def _row_passes(ctx: Lowering, Q, A, E, U, e1: int, eps_steps: int, lut_key: str,
+                fx: Fixed) -> list:
+    """The per-row steps (vectors ``rows`` of Q, A, E, U; see the module): Q ends holding
+    D', E the Requantize parameters of z (u, e + c), U the inverse square root."""
+    dt, n = ctx.arch.dtype, ctx.n
+    rows = np.arange(Q.vectors)
+    c0 = fx.u_bits - e1 - z_bits(e1, fx, dt.width)
+    full = (lambda v: np.full(n, v, dtype=np.int64))
+    base = ctx.arch.lut_count + 1
+    keys, values = seed_table(fx)
+    tables = padded_tables([keys, values] + [np.zeros(1)] * (ctx.arch.lut_count - 1),
+                           ctx.arch.lut_depth)
+    k = f"{lut_key}:row"
+    # D·4^E1 (Q holds C·Σq²)
+    d_big = Simd(Q, rows, [("const", 2, f"{k}:eps"), ("const", 3, f"{k}:pre")],
+                 [_s(Op.MOVE, 0, 0, 1, read="aux"), _s(Op.MULTIPLY, 1, 1, 1),
+                  _s(Op.SUBTRACT, 0, 1, 1, read="self"), _s(Op.ADD, 1, 2, 1),
+                  _s(Op.MULTIPLY, 1, 3, 0, write="self")], rows, A,
+                 consts={f"{k}:eps": full(eps_steps), f"{k}:pre": full(4 ** e1)})
+    # e = #{k in 1..steps: D ≥ 2^(lo + 2k)}
+    body = [_s(Op.MOVE, 4, 4, 2), _s(Op.GREATER_THAN_EQUAL, 0, 2, 1, read="self")]
+    for _ in range(fx.steps - 1):
+        body += [_s(Op.ADD, 2, 2, 2), _s(Op.ADD, 2, 2, 2),
+                 _s(Op.GREATER_THAN_EQUAL, 0, 2, 3, read="self"), _s(Op.ADD, 1, 3, 1)]
+    body.append(_s(Op.MOVE, 1, 1, 0, write="aux"))
+    exponent = Simd(Q, rows, [("const", 4, f"{k}:thr")], body, rows, E,
+                    consts={f"{k}:thr": full(1 << (fx.lo + 2))})
+    # D' = min(round(D / 4^e), 2^m_bits − 1)
+    normal = Simd(Q, rows, [("const", 4, f"{k}:two_e"), ("const", 5, f"{k}:one"),
+                            ("zero", 3), ("const", 6, f"{k}:max")],
+                  [_s(Op.MOVE, 0, 0, 1, read="aux"), _s(Op.MULTIPLY, 4, 1, 2),
+                   _s(Op.ADD, 2, 5, 2), _s(Op.REQUANTIZE, 0, 2, 7, read="self"),
+                   _s(Op.MIN, 7, 6, 0, write="self")], rows, E,
+                  consts={f"{k}:two_e": _pack(dt, 0, 2) * full(1), f"{k}:one": full(1),
+                          f"{k}:max": full((1 << fx.m_bits) - 1)})
+    # u₀ = 1024·table[round(D' / 2^(lo − 4))]
+    # (U's passes read D' as their aux vector, so a partition's rows of Q are resident)
+    seed = Simd(U, rows, [("lut", lut_key), ("const", base + 2, f"{k}:by1024"),
+                          ("zero", base + 3), ("const", base + 4, f"{k}:1024")],
+                [_s(Op.REQUANTIZE, 0, base + 2, base + 1, read="aux"),
+                 _s(Op.LOOKUP, base + 1, 0, 1), _s(Op.MULTIPLY, 2, base + 4, 0, write="self")],
+                rows, Q, consts={f"{k}:by1024": full(_pack(dt, 1, fx.lo - 4)),
+                                 f"{k}:1024": full(1024)}, luts={lut_key: tables})
+    newton = Simd(U, rows, [("zero", 5), ("const", 6, f"{k}:s16"), ("const", 7, f"{k}:s15"),
+                            ("const", 8, f"{k}:three"), ("const", 9, f"{k}:max")],
+                  _newton_body(), rows, Q,
+                  consts={f"{k}:s16": full(_pack(dt, 0, fx.m_bits)),
+                          f"{k}:s15": full(_pack(dt, 0, fx.lo + 1)),
+                          f"{k}:three": full(3 << fx.lo),
+                          f"{k}:max": full((1 << fx.m_bits) - 1)})
+    # E = u + (e + c)·2^m_bits: the Requantize parameters of z
+    params = Simd(E, rows, [("const", 2, f"{k}:s1"), ("const", 4, f"{k}:c0")],
+                  [_s(Op.MOVE, 0, 0, 1, read="aux"), _s(Op.MULTIPLY, 2, 0, 3, read="self"),
+                   _s(Op.ADD, 3, 1, 3), _s(Op.ADD, 3, 4, 0, write="self")], rows, U,
+                  consts={f"{k}:s1": full(_pack(dt, 0, 1)), f"{k}:c0": full(_pack(dt, 0, c0))})
+    return [d_big, exponent, normal, seed, newton, params]
+
+
+def _newton_body() -> list[SimdStep]:
+    """u (R1, the pass's own vector) ← u·(3·2^lo − D'·u²/2^(2·m_bits))/2^(lo + 1), three
+    times (INT8: 3·2^14 − D'·u²/2^32, /2^15); D' is the aux vector. R4/R5: Requantize
+    parameters and a zero bias; R6, R7: the shifts m_bits and lo + 1; R8 3·2^lo."""
+    body = [_s(Op.MOVE, 0, 0, 1, read="self")]
+    for _ in range(NEWTON_STEPS):
+        body += [_s(Op.ADD, 1, 6, 4), _s(Op.REQUANTIZE, 1, 4, 2),           # t = u·u/2^m
+                 _s(Op.ADD, 0, 6, 4, read="aux"), _s(Op.REQUANTIZE, 2, 4, 3),   # w = t·D'/2^m
+                 _s(Op.SUBTRACT, 8, 3, 3), _s(Op.ADD, 3, 7, 4),             # 3·2^lo − w
+                 _s(Op.REQUANTIZE, 1, 4, 1), _s(Op.MIN, 1, 9, 1)]           # u·that/2^(lo+1)
+    body.append(_s(Op.MOVE, 1, 1, 0, write="self"))
+    return body
+
+
+def z_bits(e1: int, fx: Fixed, width: int) -> int:
+    """Z: fraction bits of z (c = u_bits − E1 − Z ≥ 0)."""
+    return min(Z_BITS[width], fx.u_bits - e1)
+
+
+@op("QLayerNorm", check=check_qlayernorm, needs_lut=True, domain=DOMAIN)
+def qlayernorm(node, ctx: Lowering):
+    """LayerNormalization of an integer tensor over its last axis (see the module)."""
+    n = ctx.n
+    px, out = node.attr("x"), node.outputs[0]
+    axis = len(ctx.tensor(node.inputs[0]).shape) - 1
+    name, vec, lane = lane_rows(ctx, node, node.inputs[0], axis, flat=True)
+    t = ctx.tensor(name)
+    R, C = vec.shape
+    width = ctx.arch.dtype.width
+    fx = fixed(ctx.arch.dtype)
+    eps_steps = int(min(np.rint(C * C * float(node.attr("epsilon")) / float(px.scale) ** 2),
+                        (1 << (fx.acc - 2)) - C * C * (1 << (2 * width - 2))))
+    e1 = prescale(C, eps_steps, fx, width)
+    B = ctx.space.new(f"{out}:bcast", R * C)
+    A, Q = ctx.space.new(f"{out}:sum", R), ctx.space.new(f"{out}:squares", R)
+    E, U = ctx.space.new(f"{out}:shift", R), ctx.space.new(f"{out}:rsqrt", R)
+    b = LinearBuilder(B, n)
+    for ln in range(n):
+        rr, kk = np.nonzero(lane == ln)
+        if len(rr):
+            b.add(rr * C + kk, vec[rr, kk], lane_tile(n, None, ln))
+    layer = ctx.begin(B, b)
+    buf_y, ty = alike_buffer(ctx, out, t)
+    layer.out = buf_y
+    every, indptr = np.arange(R * C), np.arange(R + 1, dtype=np.int64) * C
+    kc = f"{out}:C"
+    pairs = np.unique(np.stack([ty.idx.reshape(-1) // n, t.idx.reshape(-1) // n]), axis=1)
+    member, row_of = rows_of_vectors(ctx, ty, buf_y, axis)
+    layer.steps += [
+        Reduce(A, B, indptr, every, op=Op.ADD),
+        Simd(B, every, [("const", 1, kc)], [_s(Op.MULTIPLY, 0, 0, 2, read="self"),
+                                             _s(Op.MULTIPLY, 2, 1, 0, write="self")],
+             consts={kc: np.full(n, C)}),
+        Reduce(Q, B, indptr, every, op=Op.ADD),
+        *_row_passes(ctx, Q, A, E, U, e1, eps_steps, f"{out}:seed", fx),
+        Load(buf_y, pairs[0] - buf_y.start, pairs[1]),
+        Simd(buf_y, member, [("const", 2, kc)],
+             [_s(Op.MOVE, 0, 0, 1, read="aux"), _s(Op.MULTIPLY, 0, 2, 3, read="self"),
+              _s(Op.SUBTRACT, 3, 1, 0, write="self")], row_of, A)]
+    _normalize(ctx, node, layer, ty, E, member, row_of, e1)
+    ctx.notes.append(f"{node.label}: inverse square root of each {C}-element row by a "
+                     f"65-entry seed and {NEWTON_STEPS} Newton steps (16 bits)")
+    ctx.set(out, ty)
+
+
+def _normalize(ctx: Lowering, node, layer, ty, E, member, row_of, e1: int) -> None:
+    """z = ±d·u / 2^(e + c) per element (the sign of γ per channel), then Requantize per
+    channel by |γ| / (2^Z·s_y) with bias β·2^Z / |γ| (γ = 0: by 1 / (2^Z·s_y), bias β·2^Z)."""
+    n = ctx.n
+    out = node.outputs[0]
+    gamma = np.asarray(node.attr("gamma"), dtype=np.float64)
+    beta = np.asarray(node.attr("beta"), dtype=np.float64)
+    C, Z = len(gamma), z_bits(e1, fixed(ctx.arch.dtype), ctx.arch.dtype.width)
+    sign = np.sign(gamma).astype(np.int64)
+    mag = np.where(gamma != 0, np.abs(gamma), 1.0)
+    rows = (ty.idx.reshape(-1, C) // n)[:, ::n] - layer.out.start     # (rows, blocks)
+    for cob in range(rows.shape[1]):
+        lanes = np.arange(cob * n, cob * n + n)
+        ks = f"{out}:sign{cob}"
+        sel = np.isin(member, rows[:, cob])
+        layer.steps.append(Simd(
+            layer.out, member[sel], [("zero", 3), ("const", 5, ks)],
+            [_s(Op.MOVE, 0, 0, 2, read="aux"), _s(Op.REQUANTIZE, 0, 2, 4, read="self"),
+             _s(Op.MULTIPLY, 4, 5, 0, write="self")], row_of[sel], E,
+            consts={ks: np.where(lanes < C, sign[np.minimum(lanes, C - 1)], 0)}))
+    bias = np.rint(beta * 2.0 ** Z / mag).astype(np.int64)
+    requantize(ctx, layer, rows, mag / 2.0 ** Z, bias, node.attr("y"), node.attr("clip"), out)
