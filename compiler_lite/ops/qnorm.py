@@ -29,13 +29,13 @@ import numpy as np
 from tcu_hw import numeric
 from tcu_hw.isa import SimdOp as Op
 
-from ..kernels import LinearBuilder, Load, Reduce, Simd, SimdStep
+from ..kernels import Reduce, Simd, SimdStep
 from ..quant import DOMAIN
 from ..registry import op
 from .integer import requantize
-from .qsoftmax import rows_of_vectors
+from .qsoftmax import broadcast_layer, rows_of_vectors
 from .qtable import padded_tables
-from .softmax import alike_buffer, lane_rows, lane_tile
+from .softmax import lane_rows
 
 if TYPE_CHECKING:
     from ..lower import Lowering
@@ -206,20 +206,11 @@ def qlayernorm(node, ctx: Lowering):
     eps_steps = int(min(np.rint(C * C * float(node.attr("epsilon")) / float(px.scale) ** 2),
                         (1 << (fx.acc - 2)) - C * C * (1 << (2 * width - 2))))
     e1 = prescale(C, eps_steps, fx, width)
-    B = ctx.space.new(f"{out}:bcast", R * C)
+    layer, B, buf_y, ty, load = broadcast_layer(ctx, out, t, vec, lane)
     A, Q = ctx.space.new(f"{out}:sum", R), ctx.space.new(f"{out}:squares", R)
     E, U = ctx.space.new(f"{out}:shift", R), ctx.space.new(f"{out}:rsqrt", R)
-    b = LinearBuilder(B, n)
-    for ln in range(n):
-        rr, kk = np.nonzero(lane == ln)
-        if len(rr):
-            b.add(rr * C + kk, vec[rr, kk], lane_tile(n, None, ln))
-    layer = ctx.begin(B, b)
-    buf_y, ty = alike_buffer(ctx, out, t)
-    layer.out = buf_y
     every, indptr = np.arange(R * C), np.arange(R + 1, dtype=np.int64) * C
     kc = f"{out}:C"
-    pairs = np.unique(np.stack([ty.idx.reshape(-1) // n, t.idx.reshape(-1) // n]), axis=1)
     member, row_of = rows_of_vectors(ctx, ty, buf_y, axis)
     layer.steps += [
         Reduce(A, B, indptr, every, op=Op.ADD),
@@ -228,7 +219,7 @@ def qlayernorm(node, ctx: Lowering):
              consts={kc: np.full(n, C)}),
         Reduce(Q, B, indptr, every, op=Op.ADD),
         *_row_passes(ctx, Q, A, E, U, e1, eps_steps, f"{out}:seed", fx),
-        Load(buf_y, pairs[0] - buf_y.start, pairs[1]),
+        load,
         Simd(buf_y, member, [("const", 2, kc)],
              [_s(Op.MOVE, 0, 0, 1, read="aux"), _s(Op.MULTIPLY, 0, 2, 3, read="self"),
               _s(Op.SUBTRACT, 3, 1, 0, write="self")], row_of, A)]

@@ -138,6 +138,27 @@ def rows_of_vectors(ctx: Lowering, t: Tensor, buf, axis: int):
     return member[order], row_of[order]
 
 
+def broadcast_layer(ctx: Lowering, out: str, t: Tensor, vec, lane):
+    """A layer whose producer puts every element of ``t``'s rows (``vec``/``lane``: one row
+    per line, K elements) in all lanes of a vector of its own (buffer B: row r, element k
+    at r·K + k, a MatMul each) and whose output ``out`` is laid out like ``t``
+    (:func:`.softmax.alike_buffer`): (layer, B, the output's buffer and tensor, the Load
+    copying ``t`` into it)."""
+    n = ctx.n
+    R, K = vec.shape
+    B = ctx.space.new(f"{out}:bcast", R * K)
+    b = LinearBuilder(B, n)
+    for ln in range(n):
+        rr, kk = np.nonzero(lane == ln)
+        if len(rr):
+            b.add(rr * K + kk, vec[rr, kk], lane_tile(n, None, ln))
+    layer = ctx.begin(B, b)
+    buf_y, ty = alike_buffer(ctx, out, t)
+    layer.out = buf_y
+    pairs = np.unique(np.stack([ty.idx.reshape(-1) // n, t.idx.reshape(-1) // n]), axis=1)
+    return layer, B, buf_y, ty, Load(buf_y, pairs[0] - buf_y.start, pairs[1])
+
+
 @op("QSoftmax", check=check_qsoftmax, needs_lut=True, domain=DOMAIN)
 def qsoftmax(node, ctx: Lowering):
     """Softmax of an INT8 tensor (see the module)."""
@@ -155,20 +176,11 @@ def qsoftmax(node, ctx: Lowering):
     key = f"{out}:exp"
     tables = padded_tables([np.arange(-128, 128), *exp_table(px.scale, P, digits)] +
                            [np.zeros(1)] * (arch.lut_count - digits), arch.lut_depth)
-    B = ctx.space.new(f"{out}:bcast", R * K)
+    layer, B, buf_y, ty, load = broadcast_layer(ctx, out, t, vec, lane)
     M, S = ctx.space.new(f"{out}:max", R), ctx.space.new(f"{out}:sum", R)
-    b = LinearBuilder(B, n)
-    for ln in range(n):
-        rr, kk = np.nonzero(lane == ln)
-        if len(rr):
-            b.add(rr * K + kk, vec[rr, kk], lane_tile(n, None, ln))
-    layer = ctx.begin(B, b)
-    buf_y, ty = alike_buffer(ctx, out, t)
-    layer.out = buf_y
     rows, every = np.arange(R), np.arange(R * K)
     indptr = np.arange(R + 1, dtype=np.int64) * K
     ks, kt = f"{out}:minus_127", f"{out}:times_128"
-    pairs = np.unique(np.stack([ty.idx.reshape(-1) // n, t.idx.reshape(-1) // n]), axis=1)
     member, row_of = rows_of_vectors(ctx, ty, buf_y, axis)
     ky, kz = f"{out}:Y", f"{out}:zero_point"
     layer.steps += [
@@ -179,7 +191,7 @@ def qsoftmax(node, ctx: Lowering):
         Reduce(S, B, indptr, every, op=Op.ADD),
         Simd(S, rows, [("const", 1, kt)], [SimdStep(Op.MULTIPLY, 0, 1, 0)],
              consts={kt: np.full(n, 128)}),
-        Load(buf_y, pairs[0] - buf_y.start, pairs[1]),
+        load,
         _exp_pass(ctx, buf_y, member, row_of, M, key, tables),
         Simd(buf_y, member, [("const", R_Y, ky), ("const", R_ZP, kz)], _division_body(),
              row_of, S, consts={ky: np.full(n, Y), kz: np.full(n, py.zero_point)})]
