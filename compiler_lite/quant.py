@@ -16,8 +16,8 @@ are the integer operators of :mod:`compiler_lite.ops.integer` (domain ``tcu``):
 ``QAveragePool``  GlobalAveragePool, AveragePool (padding counted)
 ``QMul``       Mul of two activations (one may broadcast)
 ``QMatMul``    MatMul / QLinearMatMul of two activations (attention's Q·Kᵀ and P·V)
-``QSoftmax``   Softmax (INT8, as onnxruntime's QLinearSoftmax)
-``QLayerNorm`` LayerNormalization over the last axis (INT8)
+``QSoftmax``   Softmax (INT8 as onnxruntime's QLinearSoftmax; INT16)
+``QLayerNorm`` LayerNormalization over the last axis
 ``QAffine``    BatchNormalization not folded into a convolution; HardSigmoid; a chain
                of arithmetic with scalar constants (one a and b for every element)
 ``QLeakyRelu`` LeakyRelu

@@ -34,7 +34,7 @@ from ..quant import DOMAIN
 from ..registry import op
 from .integer import requantize
 from .qsoftmax import broadcast_layer, rows_of_vectors
-from .qtable import padded_tables
+from .qtable import padded_tables, table_needs
 from .softmax import lane_rows
 
 if TYPE_CHECKING:
@@ -75,15 +75,8 @@ def check_qlayernorm(node, g, arch) -> list[str]:
     """Checker of QLayerNorm: a lookup table of at least 65 entries, the registers, rows of
     at most :data:`MAX_CHANNELS`."""
     shape = g.shapes.get(node.inputs[0])
-    out = []
-    if arch.lut_count < 1 or arch.lut_depth < 65:
-        out.append(f"an integer LayerNorm seeds its inverse square root from a table of 65 "
-                   f"entries (lut_count ≥ 1, lut_depth ≥ 65); the architecture has "
-                   f"{arch.lut_count} and {arch.lut_depth}")
-    if arch.simd_registers_depth < registers_needed(arch):
-        out.append(f"an integer LayerNorm needs simd_registers_depth ≥ "
-                   f"{registers_needed(arch)} (the architecture has "
-                   f"{arch.simd_registers_depth})")
+    out = table_needs("an integer LayerNorm (its inverse square root's seed)", 1, 65,
+                      registers_needed(arch), arch)
     if shape and shape[-1] > MAX_CHANNELS:
         out.append(f"rows of {shape[-1]} elements: an integer LayerNorm sums C·Σq² in the "
                    f"accumulators, so C ≤ {MAX_CHANNELS}")

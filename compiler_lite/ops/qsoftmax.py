@@ -33,7 +33,8 @@ from ..ir import Tensor
 from ..kernels import LinearBuilder, Load, Reduce, Simd, SimdStep
 from ..quant import DOMAIN
 from ..registry import op
-from .qtable import padded_tables
+from .qsoftmax16 import check16, lower16
+from .qtable import padded_tables, signed_digits, table_needs
 from .softmax import alike_buffer, lane_rows, lane_tile, row_lanes
 
 if TYPE_CHECKING:
@@ -56,22 +57,14 @@ def exp_bits(K: int, digits: int) -> int:
 
 
 def check_qsoftmax(node, g, arch) -> list[str]:
-    """Checker of QSoftmax: INT8, two 256-entry tables and the registers of both passes."""
+    """Checker of QSoftmax: two 256-entry tables and the registers of both passes (INT16:
+    :func:`.qsoftmax16.check16`)."""
     dt = arch.dtype
     shape = g.shapes.get(node.inputs[0])
     K = shape[int(node.attr("axis")) % len(shape)] if shape else 1
-    out = []
-    if dt.width != 8:
-        out.append(f"an integer Softmax needs INT8 (the {dt.name} division needs more "
-                   f"quotient bits than this lowering takes)")
-    if arch.lut_count < 2 or arch.lut_depth < 256:
-        out.append(f"an INT8 Softmax reads exp from two value tables of 256 entries "
-                   f"(lut_count ≥ 2, lut_depth ≥ 256); the architecture has "
-                   f"{arch.lut_count} and {arch.lut_depth}")
-    need = max(R_BIT, arch.lut_count + 3)
-    if arch.simd_registers_depth < need:
-        out.append(f"an INT8 Softmax needs simd_registers_depth ≥ {need} (the architecture "
-                   f"has {arch.simd_registers_depth})")
+    if dt.width == 16:
+        return check16(node, g, arch, K)
+    out = table_needs("an INT8 Softmax (exp)", 2, 256, max(R_BIT, arch.lut_count + 3), arch)
     if exp_bits(K, exp_digits(arch)) < 8:
         out.append(f"rows of {K} elements leave exp fewer than 8 bits (at most 32768)")
     return out
@@ -81,13 +74,7 @@ def exp_table(scale: float, P: int, digits: int) -> list[np.ndarray]:
     """The bytes of e, highest first, for the inputs u = d + 127 in −128..127:
     ``Σ_j byte_j · 256^(digits−1−j) = round(2^P · exp(scale · d))``, each in −128..127."""
     d = np.arange(-128, 128) - 127
-    e = np.rint(2.0 ** P * np.exp(np.float64(scale) * d)).astype(np.int64)
-    out = []
-    for _ in range(digits - 1):
-        low = (e + 128) % 256 - 128
-        out.insert(0, low)
-        e = (e - low) // 256
-    return [e] + out
+    return signed_digits(np.rint(2.0 ** P * np.exp(np.float64(scale) * d)), digits, 8)
 
 
 def _exp_pass(ctx: Lowering, buf, vecs, aux, M, key: str, tables) -> Simd:
@@ -161,12 +148,14 @@ def broadcast_layer(ctx: Lowering, out: str, t: Tensor, vec, lane):
 
 @op("QSoftmax", check=check_qsoftmax, needs_lut=True, domain=DOMAIN)
 def qsoftmax(node, ctx: Lowering):
-    """Softmax of an INT8 tensor (see the module)."""
+    """Softmax of an INT8 tensor (see the module; INT16: :mod:`.qsoftmax16`)."""
     arch, n = ctx.arch, ctx.n
     px, py, out = node.attr("x"), node.attr("y"), node.outputs[0]
     axis = int(node.attr("axis")) % len(ctx.tensor(node.inputs[0]).shape)
     name, vec, lane = lane_rows(ctx, node, node.inputs[0], axis, flat=True)
     t = ctx.tensor(name)
+    if arch.dtype.width == 16:
+        return lower16(ctx, node, t, vec, lane, axis)
     R, K = vec.shape
     digits = exp_digits(arch)
     P, Y = exp_bits(K, digits), int(np.floor(np.float32(1.0) / np.float32(py.scale)))

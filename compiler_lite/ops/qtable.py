@@ -101,6 +101,34 @@ def check_qtable(node, g, arch) -> list[str]:
             f"{arch.lut_count} and {arch.simd_registers_depth})"]
 
 
+def table_needs(what: str, count: int, depth: int, registers: int, arch) -> list[str]:
+    """Why ``arch`` cannot run ``what``, which reads ``count`` value tables of ``depth``
+    entries and uses ``registers`` SIMD registers (empty when it can)."""
+    out = []
+    if arch.lut_count < count or arch.lut_depth < depth:
+        out.append(f"{what} reads {count} value table(s) of {depth} entries (lut_count ≥ "
+                   f"{count}, lut_depth ≥ {depth}); the architecture has {arch.lut_count} "
+                   f"and {arch.lut_depth}")
+    if arch.simd_registers_depth < registers:
+        out.append(f"{what} needs simd_registers_depth ≥ {registers} (the architecture has "
+                   f"{arch.simd_registers_depth})")
+    return out
+
+
+def signed_digits(v, count: int, bits: int) -> list[np.ndarray]:
+    """Integers ``v`` as ``count`` signed digits of ``bits`` bits, highest first
+    (``Σ_j digit_j · 2^(bits·(count − 1 − j))``), every one but the highest in
+    −2^(bits−1) .. 2^(bits−1) − 1: what value tables of that width hold."""
+    v = np.asarray(v, dtype=np.int64)
+    half, base = 1 << (bits - 1), 1 << bits
+    out = []
+    for _ in range(count - 1):
+        low = (v + half) % base - half
+        out.insert(0, low)
+        v = (v - low) // base
+    return [v] + out
+
+
 def padded_tables(tables, depth: int) -> list:
     """Tables of ``depth`` entries (the last entry repeated: its key is the largest)."""
     return [np.concatenate([t, np.full(depth - len(t), t[-1])]).astype(np.float64)

@@ -88,12 +88,19 @@ def test_operator_form_product_of_two_activations(tmp_path):
     assert worst < 1.01 and equal >= 0.99, (worst, equal)
 
 
+#: INT16 attention and transformer blocks: exp of 36 bits, the Softmax's twelve registers
+BLOCK_INT16 = lut_arch("ultra96v2_int16", count=3, depth=256, registers=12)
+
+
+@pytest.mark.parametrize("kind, arch, least", [("int8", SOFTMAX_INT8, 0.999),
+                                               ("int16", BLOCK_INT16, 0.995)])
 @pytest.mark.parametrize("T, C, d, scale", [(6, 8, 8, 0.5), (11, 12, 20, 0.5),
                                             (20, 8, 8, 0.2), (40, 8, 8, 1.0)])
-def test_softmax_equals_onnxruntime(T, C, d, scale, tmp_path):
-    q, shape = quantized(scores_softmax(T, C, d, scale), "int8", tmp_path)
-    equal, worst = agreement(q, SOFTMAX_INT8, shape, count=8)
-    assert worst < 1.01 and equal >= 0.999, (worst, equal)
+def test_softmax_equals_onnxruntime(kind, arch, least, T, C, d, scale, tmp_path):
+    """INT8: onnxruntime's QLinearSoftmax; INT16: its float32 Softmax, quantized."""
+    q, shape = quantized(scores_softmax(T, C, d, scale), kind, tmp_path)
+    equal, worst = agreement(q, arch, shape, count=8)
+    assert worst < 1.01 and equal >= least, (worst, equal)
 
 
 def test_softmax_with_two_tables(tmp_path):
@@ -105,13 +112,14 @@ def test_softmax_with_two_tables(tmp_path):
     assert worst < 1.01 and equal >= 0.99, (worst, equal)
 
 
+@pytest.mark.parametrize("kind, arch", [("int8", SOFTMAX_INT8), ("int16", BLOCK_INT16)])
 @pytest.mark.parametrize("T, C, h, d", [(6, 8, 2, 4), (10, 16, 2, 8)])
-def test_attention_equals_onnxruntime(T, C, h, d, tmp_path):
+def test_attention_equals_onnxruntime(kind, arch, T, C, h, d, tmp_path):
     """Multi-head attention as PyTorch exports it: projections, Reshape/Transpose into
     heads, scores, ``/√d`` (an affine map), Softmax, the weighted sum, the output
     projection."""
-    q, shape = quantized(attention_model(T, C, h, d), "int8", tmp_path)
-    equal, worst = agreement(q, SOFTMAX_INT8, shape)
+    q, shape = quantized(attention_model(T, C, h, d), kind, tmp_path)
+    equal, worst = agreement(q, arch, shape)
     assert worst < 1.01 and equal >= 0.99, (worst, equal)
 
 
@@ -128,10 +136,13 @@ def test_exp_bytes_put_together():
 
 def test_softmax_refusals(tmp_path):
     q, _ = quantized(scores_softmax(6, 8, 8), "int16", tmp_path / "16")
-    with pytest.raises(CompileError, match=r"Softmax.*needs INT8"):
-        compile_model(str(q), lut_arch("ultra96v2_int16", count=3, depth=256, registers=6))
+    with pytest.raises(CompileError, match=r"INT16 Softmax \(exp\) needs "
+                                           r"simd_registers_depth ≥ 12"):
+        compile_model(str(q), lut_arch("ultra96v2_int16", count=3, depth=256, registers=9))
+    with pytest.raises(CompileError, match=r"reads 3 value table\(s\) of 256 entries"):
+        compile_model(str(q), lut_arch("ultra96v2_int16", count=2, depth=256, registers=12))
     q, _ = quantized(scores_softmax(6, 8, 8), "int8", tmp_path / "8")
-    with pytest.raises(CompileError, match=r"two value tables of 256 entries"):
+    with pytest.raises(CompileError, match=r"reads 2 value table\(s\) of 256 entries"):
         compile_model(str(q), lut_arch("pynqz1_int8", count=1, depth=256, registers=6))
     with pytest.raises(CompileError, match=r"simd_registers_depth ≥ 6"):
         compile_model(str(q), lut_arch("pynqz1_int8", count=2, depth=256, registers=4))
@@ -183,33 +194,48 @@ def transformer_block(T: int = 6, C: int = 8, h: int = 2, d: int = 4, hidden: in
 
 #: INT8 transformer blocks: exp in three bytes, and the LayerNorm's nine registers
 BLOCK_INT8 = lut_arch("pynqz1_int8", count=3, depth=256, registers=9)
+#: (per layer, the scalar maps, end to end): least fraction equal. INT16: onnxruntime
+#: computes every layer in float32, a few hundredths of an LSB from the exact value, so
+#: values that near a rounding boundary may land either way (2 of 144 in a residual Add);
+#: and there are no exact tables: GELU's "+ 1" after Erf (output scale = input scale,
+#: every value a tie that onnxruntime's float32 rounding breaks either way) lands on the
+#: other integer for about one value in six, 1 LSB of 65,536 levels; its Erf is piecewise linear (98% exactly
+#: rounded). Those differences, and 1-LSB differences moving later layers, bound the
+#: end-to-end figure.
+LEAST = {"int8": (0.99, 0.99, 0.96), "int16": (0.98, 0.8, 0.8)}
 
 
+@pytest.mark.parametrize("kind", ["int8", "int16"])
 @pytest.mark.parametrize("shape", [(6, 8, 2, 4, 16), (10, 16, 2, 8, 32)])
-def test_transformer_block_equals_onnxruntime(shape, tmp_path):
+def test_transformer_block_equals_onnxruntime(kind, shape, tmp_path):
     """Each quantized layer alone, given onnxruntime's own inputs: within 1 LSB, ≥ 99%
-    equal. End to end (fifteen quantized layers with two residuals, where a 1-LSB difference
-    moves the later ones): within 2 LSB, ≥ 96% equal (as the eight-layer YOLO block of
-    :mod:`.test_integer_models`)."""
+    equal (INT16: :data:`LEAST`). End to end (fifteen quantized layers with
+    two residuals, where a 1-LSB difference moves the later ones): within 2 LSB (as the
+    eight-layer YOLO block of :mod:`.test_integer_models`)."""
     from onnx.utils import Extractor
-    q, shape_x = quantized(transformer_block(*shape), "int8", tmp_path)
+    arch = BLOCK_INT8 if kind == "int8" else BLOCK_INT16
+    layer_least, scalar_least, overall = LEAST[kind]
+    q, shape_x = quantized(transformer_block(*shape), kind, tmp_path)
     model = onnx.shape_inference.infer_shapes(onnx.load(str(q)))
     made = {o: n for n in model.graph.node for o in n.output}
     seen = set()
     for ins, out in layers(model):
         sub = Extractor(model).extract_model(sorted(set(ins)), [out])
-        c = compile_model(sub, BLOCK_INT8)
+        c = compile_model(sub, arch)
         d = []
         for seed in (9, 10, 11):
             feeds = ort_run(str(q), {"x": rand(shape_x, seed)}, sorted(set(ins)))
             got = run_emulator(c, feeds).outputs[out]
             d.append(np.abs(got - ort_run(sub, feeds)[out]).ravel() / c.outputs[0].scale)
         d = np.concatenate(d)
-        assert d.max() < 1.01 and np.mean(d < 0.5) >= 0.99, (out, d.max(), np.mean(d < 0.5))
-        seen.add(made[made[made[out].input[0]].input[0]].op_type)   # out = DQ(Q(float))
+        maker = made[made[made[out].input[0]].input[0]]          # out = DQ(Q(float))
+        scalar = any(i.startswith(("one", "half", "sqrt2")) for i in maker.input)
+        least = scalar_least if scalar else layer_least
+        assert d.max() < 1.01 and np.mean(d < 0.5) >= least, (out, d.max(), np.mean(d < 0.5))
+        seen.add(maker.op_type)
     assert {"MatMul", "Softmax", "LayerNormalization", "Add", "Mul"} <= seen, seen
-    equal, worst = agreement(q, BLOCK_INT8, shape_x)
-    assert worst < 2.01 and equal >= 0.96, (worst, equal)
+    equal, worst = agreement(q, arch, shape_x)
+    assert worst < 2.01 and equal >= overall, (worst, equal)
 
 
 def layer_norm(T: int, C: int, zero_gamma: bool = False, axis: int = -1):
@@ -221,10 +247,6 @@ def layer_norm(T: int, C: int, zero_gamma: bool = False, axis: int = -1):
                        N("LayerNormalization", ["c", "g", "b"], ["y"], axis=axis)],
                       {"x": (1, T, C)}, ["y"], {"w": rand((C, C), 3), "g": g,
                                                 "b": rand((C,), 5, 0.5)}, opset=17)
-
-
-#: INT16 with the LayerNorm's registers and seed table
-BLOCK_INT16 = lut_arch("ultra96v2_int16", count=3, depth=256, registers=9)
 
 
 @pytest.mark.parametrize("kind, arch", [("int8", BLOCK_INT8), ("int16", BLOCK_INT16)])
@@ -251,9 +273,11 @@ def test_layer_norm_refusals(tmp_path):
 
 @requires_gcc
 @pytest.mark.slow
-def test_transformer_block_bit_exact_on_the_core(tmp_path):
-    """The PyRTL core runs the INT8 transformer block (LayerNorm's Newton steps, attention's
+@pytest.mark.parametrize("kind, base, registers", [("int8", "pynqz1_int8", 9),
+                                                    ("int16", "ultra96v2_int16", 12)])
+def test_transformer_block_bit_exact_on_the_core(kind, base, registers, tmp_path):
+    """The PyRTL core runs the transformer block (LayerNorm's Newton steps, attention's
     products and Softmax, the GELU tables) as the emulator does."""
-    q, shape = quantized(transformer_block(), "int8", tmp_path)
-    arch = lut_arch("pynqz1_int8", count=3, depth=256, registers=9, array_size=4)
+    q, shape = quantized(transformer_block(), kind, tmp_path)
+    arch = lut_arch(base, count=3, depth=256, registers=registers, array_size=4)
     check(compile_model(str(q), arch), {"x": rand(shape, 3)})
