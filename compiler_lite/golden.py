@@ -142,5 +142,25 @@ def onnxruntime_outputs(model, feeds: Mapping[str, np.ndarray],
     m.ir_version = min(m.ir_version, ORT_MAX_IR_VERSION)
     names = list(outputs or [o.name for o in m.graph.output])
     session = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
-    result = session.run(names, {k: np.asarray(v, dtype=np.float32) for k, v in feeds.items()})
+    feeds = {k: np.asarray(v, dtype=np.float32) for k, v in feeds.items()}
+    try:
+        result = session.run(names, feeds)
+    except Exception as e:  # noqa: BLE001 - onnxruntime raises many kinds
+        count = len(next(iter(feeds.values()))) if feeds else 0
+        if count <= 1:
+            raise CompileError(f"{_label(model)}: onnxruntime could not run the model: "
+                               f"{_last_line(e)}") from None
+        # shapes fixed inside the model (a Reshape to [1, …]): one sample at a time
+        result = [np.concatenate(parts) for parts in zip(*(
+            onnxruntime_outputs(m, {k: v[i:i + 1] for k, v in feeds.items()},
+                                names).values() for i in range(count)))]
     return dict(zip(names, result))
+
+
+def _label(model) -> str:
+    return str(model) if isinstance(model, (str, Path)) else "the model"
+
+
+def _last_line(e: Exception) -> str:
+    lines = str(e).strip().splitlines() or [type(e).__name__]
+    return lines[-1]
