@@ -1,5 +1,6 @@
 """The networks users bring, built with ``onnx.helper``: ResNet-50 v2, MobileNetV2, YOLOv4-tiny
-(to its two heads, as Tensil's tutorial compiles it) and ResNet-20 v2's shape at any width.
+(to its two heads, as Tensil's tutorial compiles it), ResNet-20 v2's shape at any width and
+DeiT-tiny's encoder (``size`` = tokens).
 
 Weights are random and He-scaled (std sqrt(2 / fan-in)); every BatchNormalization gets the
 statistics a trained network would have seen: its running mean and variance are measured on
@@ -43,9 +44,13 @@ class Net:
         self.count += 1
         return f"{kind}_{self.count}"
 
-    def const(self, name: str, value) -> str:
-        self.inits[name] = np.asarray(value, dtype=np.float32)
+    def const(self, name: str, value, dtype=np.float32) -> str:
+        self.inits[name] = np.asarray(value, dtype=dtype)
         return name
+
+    def shape(self, kind: str, values) -> str:
+        """An int64 constant (a Reshape's shape, a Slice's bounds)."""
+        return self.const(self.name(kind), values, np.int64)
 
     def node(self, op: str, inputs: list, outputs: int = 1, **attrs) -> list[str]:
         name = self.name(op.lower())
@@ -234,9 +239,69 @@ def yolov4_tiny(size: int = 416, classes: int = 80, seed: int = 0):
     return net, net.model([1, 3, size, size], [out1, out2], "yolov4_tiny")
 
 
+def linear(net: Net, x: str, cin: int, cout: int) -> str:
+    """``x @ W + b`` on [1, T, cin] tokens, W of std sqrt(1 / cin)."""
+    name = net.name("linear")
+    w = net.const(f"{name}.w", net.rng.standard_normal((cin, cout)) * np.sqrt(1.0 / cin))
+    b = net.const(f"{name}.b", net.rng.standard_normal(cout) * 0.02)
+    return net.node("Add", [net.node("MatMul", [x, w])[0], b])[0]
+
+
+def layer_norm(net: Net, x: str, c: int) -> str:
+    name = net.name("ln")
+    g = net.const(f"{name}.scale", net.rng.uniform(0.7, 1.3, c))
+    return net.node("LayerNormalization", [x, g, net.const(f"{name}.bias",
+                                                           net.rng.standard_normal(c) * 0.1)],
+                    axis=-1, epsilon=1e-6)[0]
+
+
+def attention(net: Net, x: str, tokens: int, dim: int, heads: int) -> str:
+    """Multi-head self-attention as PyTorch exports it (Reshape/Transpose into heads)."""
+    d = dim // heads
+    split = net.shape("heads", [1, tokens, heads, d])
+    q, k, v = (net.node("Reshape", [linear(net, x, dim, dim), split])[0] for _ in range(3))
+    q = net.node("Transpose", [q], perm=[0, 2, 1, 3])[0]
+    k = net.node("Transpose", [k], perm=[0, 2, 3, 1])[0]
+    v = net.node("Transpose", [v], perm=[0, 2, 1, 3])[0]
+    s = net.node("Div", [net.node("MatMul", [q, k])[0],
+                         net.const(net.name("sqrt_d"), np.sqrt(d))])[0]
+    o = net.node("MatMul", [net.node("Softmax", [s], axis=-1)[0], v])[0]
+    o = net.node("Reshape", [net.node("Transpose", [o], perm=[0, 2, 1, 3])[0],
+                             net.shape("merge", [1, tokens, dim])])[0]
+    return linear(net, o, dim, dim)
+
+
+def gelu(net: Net, x: str) -> str:
+    """GELU in PyTorch's Erf form."""
+    e = net.node("Erf", [net.node("Div", [x, net.const(net.name("sqrt2"), np.sqrt(2.0))])[0]])
+    half = net.node("Mul", [x, net.const(net.name("half"), 0.5)])[0]
+    return net.node("Mul", [half, net.node("Add", [e[0], net.const(net.name("one"), 1.0)])[0]])[0]
+
+
+def deit_tiny(size: int = 197, classes: int = 1000, seed: int = 0, depth: int = 12,
+              dim: int = 192, heads: int = 3):
+    """DeiT-tiny's encoder on ``size`` tokens of ``dim`` (the patch embedding, class token and
+    position embedding are the input), pre-LN blocks of attention and a 4× GELU MLP, the
+    final LayerNorm, the class token's logits."""
+    net = Net(seed)
+    x = "x"
+    for _ in range(depth):
+        x = net.node("Add", [x, attention(net, layer_norm(net, x, dim), size, dim, heads)])[0]
+        h = gelu(net, linear(net, layer_norm(net, x, dim), dim, 4 * dim))
+        x = net.node("Add", [x, linear(net, h, 4 * dim, dim)])[0]
+    cls = net.node("Slice", [layer_norm(net, x, dim), net.shape("start", [0]),
+                             net.shape("end", [1]), net.shape("axis", [1])])
+    flat = net.node("Reshape", [cls[0], net.shape("flat", [1, dim])])[0]
+    logits = net.node("Add", [net.node("MatMul", [flat, net.const(
+        net.name("head"), net.rng.standard_normal((dim, classes)) * np.sqrt(1.0 / dim))])[0],
+        net.const(net.name("head_b"), np.zeros(classes))])[0]
+    return net, net.model([1, size, dim], [logits], "deit_tiny")
+
+
 BUILDERS = {"resnet50v2": resnet50v2, "mobilenetv2": mobilenetv2, "yolov4_tiny": yolov4_tiny,
-            "resnet20v2": resnet20v2}
-SIZES = {"resnet50v2": 224, "mobilenetv2": 224, "yolov4_tiny": 192, "resnet20v2": 32}
+            "resnet20v2": resnet20v2, "deit_tiny": deit_tiny}
+SIZES = {"resnet50v2": 224, "mobilenetv2": 224, "yolov4_tiny": 192, "resnet20v2": 32,
+         "deit_tiny": 197}
 
 
 def calibrate_bn(net: Net, model, samples: int = 4, seed: int = 1):

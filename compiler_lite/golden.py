@@ -141,7 +141,10 @@ def onnxruntime_outputs(model, feeds: Mapping[str, np.ndarray],
                 name, onnx.TensorProto.FLOAT, None))
     m.ir_version = min(m.ir_version, ORT_MAX_IR_VERSION)
     names = list(outputs or [o.name for o in m.graph.output])
-    session = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    options = ort.SessionOptions()
+    options.log_severity_level = 4          # a failed batch is retried below: no error log
+    session = ort.InferenceSession(m.SerializeToString(), options,
+                                   providers=["CPUExecutionProvider"])
     feeds = {k: np.asarray(v, dtype=np.float32) for k, v in feeds.items()}
     try:
         result = session.run(names, feeds)

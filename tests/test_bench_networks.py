@@ -76,3 +76,28 @@ def test_precision_table_for_a_small_network(capsys, tmp_path, monkeypatch):
     assert rel["INT16"] < rel["INT8"] and rel["INT16"] < 2 * rel["ort INT16"] + 0.05
     assert rel["INT8"] < 1.2 * rel["ort INT8"] + 0.5
     assert (tmp_path / "tcu_hw" / "networks" / "resnet20v2_16_seed0.onnx").is_file()
+
+
+def test_deit_tiny_reduced_runs_in_int8(tmp_path):
+    """DeiT-tiny's encoder at a reduced size (9 tokens of 32, one block, 2 heads): valid
+    ONNX; onnxruntime's INT8 QDQ model of it compiles (LayerNorm, attention, Softmax, GELU)
+    and lands within 2 LSB of onnxruntime's outputs and as close to float."""
+    from compiler_lite.compile import compile_model
+    from compiler_lite.golden import run_emulator
+    from compiler_lite.quantize import quantize_model
+
+    from .compiler_lite.helpers import lut_arch
+    model = networks.build("deit_tiny", 9, depth=1, dim=32, heads=2, classes=10)
+    onnx.checker.check_model(model)
+    path = tmp_path / "deit.onnx"
+    onnx.save(model, str(path))
+    rng = np.random.default_rng(3)
+    q = quantize_model(path, "int8", {"x": rng.standard_normal((6, 9, 32))}, tmp_path)
+    c = compile_model(str(q), lut_arch("ultra96v2_int8", count=3, depth=256, registers=9))
+    x = {"x": rng.standard_normal((1, 9, 32)).astype(np.float32)}
+    got = run_emulator(c, x).outputs
+    name = c.outputs[0].name
+    ref, fl = onnxruntime_outputs(q, x)[name], onnxruntime_outputs(model, x)[name]
+    assert np.abs(got[name] - ref).max() / c.outputs[0].scale < 2.01
+    rms = (lambda a: float(np.sqrt(np.mean((a - fl) ** 2)) / fl.std()))
+    assert rms(got[name]) < 1.2 * rms(ref) + 0.005
