@@ -149,14 +149,18 @@ def onnxruntime_outputs(model, feeds: Mapping[str, np.ndarray],
     try:
         result = session.run(names, feeds)
     except Exception as e:  # noqa: BLE001 - onnxruntime raises many kinds
-        count = len(next(iter(feeds.values()))) if feeds else 0
+        count = min((v.shape[0] for v in feeds.values() if v.ndim), default=0)
         if count <= 1:
             raise CompileError(f"{_label(model)}: onnxruntime could not run the model: "
                                f"{_last_line(e)}") from None
         # shapes fixed inside the model (a Reshape to [1, …]): one sample at a time
-        result = [np.concatenate(parts) for parts in zip(*(
-            onnxruntime_outputs(m, {k: v[i:i + 1] for k, v in feeds.items()},
-                                names).values() for i in range(count)))]
+        try:
+            result = [np.concatenate(parts) for parts in zip(*(
+                session.run(names, {k: v[i:i + 1] for k, v in feeds.items()})
+                for i in range(count)))]
+        except Exception as e:  # noqa: BLE001
+            raise CompileError(f"{_label(model)}: onnxruntime could not run the model: "
+                               f"{_last_line(e)}") from None
     return dict(zip(names, result))
 
 

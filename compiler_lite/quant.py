@@ -599,6 +599,10 @@ class _Converter:
             self.fail(node, "its scale and bias must be constants")
             return
         C = shape[-1]
+        if float(node.attr("epsilon", 1e-5)) < 0:
+            self.fail(node, f"its epsilon {float(node.attr('epsilon')):g} is negative "
+                            f"(allowed: ≥ 0)")
+            return
         self._emit("QLayerNorm", node, [x], y, x=px, y=py, clip=clip,
                    gamma=np.broadcast_to(gamma.reshape(-1), (C,)).copy(),
                    beta=np.broadcast_to(beta.reshape(-1), (C,)).copy(),

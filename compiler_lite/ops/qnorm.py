@@ -8,15 +8,18 @@ With q a row's C integers and A = Σq, the normalized value is free of the input
     D = C·Σq² − A² + round(C²·ε / s_x²)
 
 so a row needs exact integer sums and one inverse square root, which the lanes compute
-(one layer, each row along the lanes)::
+(one layer, each row along the lanes, lane k of a row's vectors holding its channel k)::
 
     x ──▶ every element broadcast to all lanes (a MatMul each) ──▶ B
     A = Σ_row B;  B = C·B²;  Q = Σ_row B                     (Reduce chains)
-    per row:  D·4^E1 (E1 fixed: below 2^31); e = its exponent; D' = D·4^E1 / 4^e in
+    per row:  D = Q − A² + ε steps (below 2^31: C ≤ 362);  f multiplications by 4 while
+              D < 2^14, then e = #{k: D ≥ 2^(14 + 2k)}: D' = round(D·4^f / 4^e) in
               [2^14, 2^16); u₀ ≈ 2^23/√D' from a table of D'/2^10; three Newton steps
               u ← u·(3·2^14 − D'·u²/2^32) / 2^15, each product a Requantize
-    per element:  d = C·q − A;  z = ±round(d·u / 2^(e + c)) = ±d/√D · 2^Z
+    per element:  d = C·q − A;  z = ±round(d·u / 2^(e − f + 23 − Z)) = ±d/√D · 2^Z
               y = z_y + round((z + β·2^Z/|γ|) · |γ| / (2^Z·s_y))   (Requantize per channel)
+
+Z = 16 (INT16: 24), fewer when |β|/|γ| leaves the accumulator less room.
 """
 
 from __future__ import annotations
@@ -42,8 +45,8 @@ if TYPE_CHECKING:
 
 #: the widest row: C·Σq² stays inside the accumulator (|q| ≤ 2^(W−1))
 MAX_CHANNELS = 362
-#: Newton steps, fraction bits of the normalized value z (INT8, INT16)
-NEWTON_STEPS, Z_BITS = 3, {8: 20, 16: 32}
+#: Newton steps
+NEWTON_STEPS = 3
 #: registers: the Newton pass uses R1..R9; the seed pass R(lut_count + 2)..(lut_count + 5)
 REGISTERS = 9
 
@@ -56,15 +59,20 @@ class Fixed:
     m_bits: int     # Requantize multipliers: W + 8 (16 / 24)
     lo: int         # D' in [2^lo, 2^(lo + 2)) (14 / 22)
     u_bits: int     # u = 2^u_bits / √D' just below 2^m_bits (23 / 35)
-    steps: int      # exponent thresholds 2^(lo + 2k), k = 1..steps (8 / 12)
-    max_pre: int    # E1 at most: 4^E1 is a Multiply's right operand (7 / 11)
+    steps: int      # down: thresholds 2^(lo + 2k), k = 1..steps (8 / 12)
+    up: int         # up: at most lo/2 multiplications by 4 bring D ≥ 1 to 2^lo (7 / 11)
     acc: int        # accumulator bits (32 / 48)
+
+    @property
+    def z_most(self) -> int:
+        """Z at most: z's shift e − f + u_bits − Z stays ≥ 0 (16 / 24)."""
+        return self.u_bits - self.up
 
 
 def fixed(dt) -> Fixed:
     m = dt.width + 8
     acc = dt.accumulator_width
-    return Fixed(m, m - 2, m + (m - 2) // 2, (acc - m) // 2, (m - 1) // 2, acc)
+    return Fixed(m, m - 2, m + (m - 2) // 2, (acc - m) // 2, (m - 2) // 2, acc)
 
 
 def registers_needed(arch) -> int:
@@ -83,15 +91,6 @@ def check_qlayernorm(node, g, arch) -> list[str]:
     return out
 
 
-def prescale(C: int, eps_steps: int, fx: Fixed, width: int) -> int:
-    """E1: the largest shift (at most ``fx.max_pre``) with 4^E1 · D inside the accumulator
-    for every row."""
-    top, e1 = C * C * (1 << (2 * width - 2)) + eps_steps, 0
-    while e1 < fx.max_pre and top * 4 ** (e1 + 1) < 1 << (fx.acc - 1):
-        e1 += 1
-    return e1
-
-
 def seed_table(fx: Fixed) -> tuple[np.ndarray, np.ndarray]:
     """(keys 0..64, values): u₀ = 1024·value ≈ 2^u_bits / √(key·2^(lo − 4)), below
     2^m_bits."""
@@ -108,41 +107,26 @@ def _s(op_, left, right, dest, read=None, write=None) -> SimdStep:
     return SimdStep(op_, left, right, dest, read=read, write=write)
 
 
-def _row_passes(ctx: Lowering, Q, A, E, U, e1: int, eps_steps: int, lut_key: str,
+def _row_passes(ctx: Lowering, Q, A, E, U, Z: int, eps_steps: int, lut_key: str,
                 fx: Fixed) -> list:
     """The per-row steps (vectors ``rows`` of Q, A, E, U; see the module): Q ends holding
-    D', E the Requantize parameters of z (u, e + c), U the inverse square root."""
+    D', E the Requantize parameters of z (u, e − f + c), U the inverse square root."""
     dt, n = ctx.arch.dtype, ctx.n
     rows = np.arange(Q.vectors)
-    c0 = fx.u_bits - e1 - z_bits(e1, fx, dt.width)
     full = (lambda v: np.full(n, v, dtype=np.int64))
     base = ctx.arch.lut_count + 1
     keys, values = seed_table(fx)
     tables = padded_tables([keys, values] + [np.zeros(1)] * (ctx.arch.lut_count - 1),
                            ctx.arch.lut_depth)
     k = f"{lut_key}:row"
-    # D·4^E1 (Q holds C·Σq²)
-    d_big = Simd(Q, rows, [("const", 2, f"{k}:eps"), ("const", 3, f"{k}:pre")],
-                 [_s(Op.MOVE, 0, 0, 1, read="aux"), _s(Op.MULTIPLY, 1, 1, 1),
-                  _s(Op.SUBTRACT, 0, 1, 1, read="self"), _s(Op.ADD, 1, 2, 1),
-                  _s(Op.MULTIPLY, 1, 3, 0, write="self")], rows, A,
-                 consts={f"{k}:eps": full(eps_steps), f"{k}:pre": full(4 ** e1)})
-    # e = #{k in 1..steps: D ≥ 2^(lo + 2k)}
-    body = [_s(Op.MOVE, 4, 4, 2), _s(Op.GREATER_THAN_EQUAL, 0, 2, 1, read="self")]
-    for _ in range(fx.steps - 1):
-        body += [_s(Op.ADD, 2, 2, 2), _s(Op.ADD, 2, 2, 2),
-                 _s(Op.GREATER_THAN_EQUAL, 0, 2, 3, read="self"), _s(Op.ADD, 1, 3, 1)]
-    body.append(_s(Op.MOVE, 1, 1, 0, write="aux"))
-    exponent = Simd(Q, rows, [("const", 4, f"{k}:thr")], body, rows, E,
-                    consts={f"{k}:thr": full(1 << (fx.lo + 2))})
-    # D' = min(round(D / 4^e), 2^m_bits − 1)
-    normal = Simd(Q, rows, [("const", 4, f"{k}:two_e"), ("const", 5, f"{k}:one"),
-                            ("zero", 3), ("const", 6, f"{k}:max")],
-                  [_s(Op.MOVE, 0, 0, 1, read="aux"), _s(Op.MULTIPLY, 4, 1, 2),
-                   _s(Op.ADD, 2, 5, 2), _s(Op.REQUANTIZE, 0, 2, 7, read="self"),
-                   _s(Op.MIN, 7, 6, 0, write="self")], rows, E,
-                  consts={f"{k}:two_e": _pack(dt, 0, 2) * full(1), f"{k}:one": full(1),
-                          f"{k}:max": full((1 << fx.m_bits) - 1)})
+    # D = C·Σq² − A² + ε steps (Q holds C·Σq²)
+    d = Simd(Q, rows, [("const", 2, f"{k}:eps")],
+             [_s(Op.MOVE, 0, 0, 1, read="aux"), _s(Op.MULTIPLY, 1, 1, 1),
+              _s(Op.SUBTRACT, 0, 1, 1, read="self"), _s(Op.ADD, 1, 2, 0, write="self")],
+             rows, A, consts={f"{k}:eps": full(eps_steps)})
+    normal = Simd(Q, rows, [("const", 4, f"{k}:thr"), ("zero", 7), ("const", 8, f"{k}:lo")],
+                  _normalize_body(fx), rows, E,
+                  consts={f"{k}:thr": full(1 << (fx.lo + 2)), f"{k}:lo": full(1 << fx.lo)})
     # u₀ = 1024·table[round(D' / 2^(lo − 4))]
     # (U's passes read D' as their aux vector, so a partition's rows of Q are resident)
     seed = Simd(U, rows, [("lut", lut_key), ("const", base + 2, f"{k}:by1024"),
@@ -158,12 +142,35 @@ def _row_passes(ctx: Lowering, Q, A, E, U, e1: int, eps_steps: int, lut_key: str
                           f"{k}:s15": full(_pack(dt, 0, fx.lo + 1)),
                           f"{k}:three": full(3 << fx.lo),
                           f"{k}:max": full((1 << fx.m_bits) - 1)})
-    # E = u + (e + c)·2^m_bits: the Requantize parameters of z
+    # E = u + (e − f + c)·2^m_bits: the Requantize parameters of z
+    c0 = fx.u_bits - Z
     params = Simd(E, rows, [("const", 2, f"{k}:s1"), ("const", 4, f"{k}:c0")],
                   [_s(Op.MOVE, 0, 0, 1, read="aux"), _s(Op.MULTIPLY, 2, 0, 3, read="self"),
                    _s(Op.ADD, 3, 1, 3), _s(Op.ADD, 3, 4, 0, write="self")], rows, U,
                   consts={f"{k}:s1": full(_pack(dt, 0, 1)), f"{k}:c0": full(_pack(dt, 0, c0))})
-    return [d_big, exponent, normal, seed, newton, params]
+    return [d, normal, seed, newton, params]
+
+
+def _normalize_body(fx: Fixed) -> list[SimdStep]:
+    """D (the pass's vector) → D' = min(round(D·4^f / 4^e), 2^m_bits − 1) in place and
+    e − f to the aux vector: f multiplications by 4 while D < 2^lo (R8), then e = #{k:
+    D ≥ 2^(lo + 2k)} (R4 = 2^(lo + 2) = 2^m_bits, the Requantize shift field's unit)."""
+    body = [_s(Op.MOVE, 0, 0, 1, read="self")]
+    for step in range(fx.up):                       # R9 = f, R3 = this step's bit
+        bit = 9 if step == 0 else 3
+        body += [_s(Op.GREATER_THAN, 8, 1, bit)] + ([_s(Op.ADD, 9, 3, 9)] if step else [])
+        body += [_s(Op.MULTIPLY, 1, bit, 6), _s(Op.ADD, 1, 6, 1), _s(Op.ADD, 1, 6, 1),
+                 _s(Op.ADD, 1, 6, 1)]
+    body += [_s(Op.MOVE, 4, 4, 2), _s(Op.GREATER_THAN_EQUAL, 1, 2, 5)]   # R5 = e
+    for _ in range(fx.steps - 1):
+        body += [_s(Op.ADD, 2, 2, 2), _s(Op.ADD, 2, 2, 2),
+                 _s(Op.GREATER_THAN_EQUAL, 1, 2, 3), _s(Op.ADD, 5, 3, 5)]
+    body += [_s(Op.MULTIPLY, 4, 5, 6), _s(Op.ADD, 6, 6, 6), _s(Op.INCREMENT, 6, 6, 6),
+             _s(Op.REQUANTIZE, 1, 6, 3),                      # (M 1, shift 2e), bias R7 = 0
+             _s(Op.MOVE, 4, 4, 2), _s(Op.DECREMENT, 2, 2, 2),
+             _s(Op.MIN, 3, 2, 0, write="self"),
+             _s(Op.SUBTRACT, 5, 9, 5), _s(Op.MOVE, 5, 5, 0, write="aux")]
+    return body
 
 
 def _newton_body() -> list[SimdStep]:
@@ -180,11 +187,6 @@ def _newton_body() -> list[SimdStep]:
     return body
 
 
-def z_bits(e1: int, fx: Fixed, width: int) -> int:
-    """Z: fraction bits of z (c = u_bits − E1 − Z ≥ 0)."""
-    return min(Z_BITS[width], fx.u_bits - e1)
-
-
 @op("QLayerNorm", check=check_qlayernorm, needs_lut=True, domain=DOMAIN)
 def qlayernorm(node, ctx: Lowering):
     """LayerNormalization of an integer tensor over its last axis (see the module)."""
@@ -196,9 +198,10 @@ def qlayernorm(node, ctx: Lowering):
     R, C = vec.shape
     width = ctx.arch.dtype.width
     fx = fixed(ctx.arch.dtype)
+    # D ≤ C·Σq² + ε steps ≤ C²·2^(2W−2) + ε steps stays below 2^(acc−1)
     eps_steps = int(min(np.rint(C * C * float(node.attr("epsilon")) / float(px.scale) ** 2),
-                        (1 << (fx.acc - 2)) - C * C * (1 << (2 * width - 2))))
-    e1 = prescale(C, eps_steps, fx, width)
+                        (1 << (fx.acc - 1)) - 1 - C * C * (1 << (2 * width - 2))))
+    Z = _z_bits(ctx, node, C, fx)
     layer, B, buf_y, ty, load = broadcast_layer(ctx, out, t, vec, lane)
     A, Q = ctx.space.new(f"{out}:sum", R), ctx.space.new(f"{out}:squares", R)
     E, U = ctx.space.new(f"{out}:shift", R), ctx.space.new(f"{out}:rsqrt", R)
@@ -211,25 +214,40 @@ def qlayernorm(node, ctx: Lowering):
                                              _s(Op.MULTIPLY, 2, 1, 0, write="self")],
              consts={kc: np.full(n, C)}),
         Reduce(Q, B, indptr, every, op=Op.ADD),
-        *_row_passes(ctx, Q, A, E, U, e1, eps_steps, f"{out}:seed", fx),
+        *_row_passes(ctx, Q, A, E, U, Z, eps_steps, f"{out}:seed", fx),
         load,
         Simd(buf_y, member, [("const", 2, kc)],
              [_s(Op.MOVE, 0, 0, 1, read="aux"), _s(Op.MULTIPLY, 0, 2, 3, read="self"),
               _s(Op.SUBTRACT, 3, 1, 0, write="self")], row_of, A)]
-    _normalize(ctx, node, layer, ty, E, member, row_of, e1)
+    _normalize(ctx, node, layer, ty, E, member, row_of, Z)
     ctx.notes.append(f"{node.label}: inverse square root of each {C}-element row by a "
-                     f"65-entry seed and {NEWTON_STEPS} Newton steps (16 bits)")
+                     f"65-entry seed and {NEWTON_STEPS} Newton steps ({fx.m_bits} bits)")
     ctx.set(out, ty)
 
 
-def _normalize(ctx: Lowering, node, layer, ty, E, member, row_of, e1: int) -> None:
+def _z_bits(ctx: Lowering, node, C: int, fx: Fixed) -> int:
+    """Z: fraction bits of z, ``fx.z_most`` or fewer when the largest |z| (√C·2^Z) plus the
+    largest bias (|β|/|γ|·2^Z) would leave the accumulator."""
+    gamma = np.abs(np.asarray(node.attr("gamma"), dtype=np.float64))
+    beta = np.abs(np.asarray(node.attr("beta"), dtype=np.float64))
+    ratio = float(np.max(beta / np.where(gamma != 0, gamma, 1.0), initial=0.0))
+    room = (fx.acc - 2) - int(np.ceil(np.log2(np.sqrt(C) + ratio + 1.0)))
+    Z = min(fx.z_most, room)
+    if Z < 8:
+        ctx.fail(f"its bias is up to {ratio:.3g} times its scale (|β|/|γ|): the normalized "
+                 f"value would keep only {Z} fraction bits in {ctx.arch.dtype.accumulator.name}"
+                 f" (at least 8 needed)")
+    return Z
+
+
+def _normalize(ctx: Lowering, node, layer, ty, E, member, row_of, Z: int) -> None:
     """z = ±d·u / 2^(e + c) per element (the sign of γ per channel), then Requantize per
     channel by |γ| / (2^Z·s_y) with bias β·2^Z / |γ| (γ = 0: by 1 / (2^Z·s_y), bias β·2^Z)."""
     n = ctx.n
     out = node.outputs[0]
     gamma = np.asarray(node.attr("gamma"), dtype=np.float64)
     beta = np.asarray(node.attr("beta"), dtype=np.float64)
-    C, Z = len(gamma), z_bits(e1, fixed(ctx.arch.dtype), ctx.arch.dtype.width)
+    C = len(gamma)
     sign = np.sign(gamma).astype(np.int64)
     mag = np.where(gamma != 0, np.abs(gamma), 1.0)
     rows = (ty.idx.reshape(-1, C) // n)[:, ::n] - layer.out.start     # (rows, blocks)

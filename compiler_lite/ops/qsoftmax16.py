@@ -98,7 +98,7 @@ def _exp_passes(ctx: Lowering, buf, vecs, W, key: str, tables) -> list[Simd]:
     return [first, second]
 
 
-def _row_passes(ctx: Lowering, S, Ex, Rc, py, key: str) -> list:
+def _row_passes(ctx: Lowering, S, Ex, Rc, py, yc: int, key: str) -> list:
     """Per row: S → S' (in place) and its shift e; Rc = r ≈ 2^46/S'; Ex = the output's
     Requantize parameters (M, 29 + e, z_y)."""
     dt, n, arch = ctx.arch.dtype, ctx.n, ctx.arch
@@ -138,7 +138,6 @@ def _row_passes(ctx: Lowering, S, Ex, Rc, py, key: str) -> list:
                              ("const", 7, f"{k}:max")], body, rows, S,
                   consts={f"{k}:s23": full(_pack(dt, 0, 23)), f"{k}:two": full(1 << 24),
                           f"{k}:max": full((1 << 24) - 1)})
-    yc = int(np.rint(2.0 ** Y_BITS / np.float64(np.float32(py.scale))))
     params = Simd(Ex, rows, [("const", 2, f"{k}:y"), ("zero", 3), ("const", 6, f"{k}:s1"),
                              ("const", 7, f"{k}:base")],
                   [_s(Op.MOVE, 0, 0, 1, read="aux"), _s(Op.REQUANTIZE, 1, 2, 4),
@@ -157,8 +156,10 @@ def lower16(ctx: Lowering, node, t, vec, lane, axis: int) -> None:
     n = ctx.n
     px, py, out = node.attr("x"), node.attr("y"), node.outputs[0]
     R, K = vec.shape
-    if not 0 < 2.0 ** Y_BITS / float(np.float32(py.scale)) < 1 << 24:
-        ctx.fail(f"its output scale {py.scale:g}: an INT16 Softmax needs 1/scale below 2^17")
+    yc = int(np.rint(2.0 ** Y_BITS / np.float64(np.float32(py.scale))))
+    if not 1 <= yc < 1 << 24:
+        ctx.fail(f"its output scale {py.scale:g}: an INT16 Softmax needs 2^-7 ≤ 1/scale "
+                 f"< 2^17")
     tables = exp_tables(px.scale, ctx.arch.lut_count, ctx.arch.lut_depth)
     layer, B, buf_y, ty, load = broadcast_layer(ctx, out, t, vec, lane)
     M, S, Ex, Rc = (ctx.space.new(f"{out}:{w}", R) for w in ("max", "sum", "shift", "rcp"))
@@ -180,7 +181,7 @@ def lower16(ctx: Lowering, node, t, vec, lane, axis: int) -> None:
              consts={km: np.full(n, -65535)}),
         shifted(B, every, every // K), *_exp_passes(ctx, B, every, WB, key, tables),
         Reduce(S, B, indptr, every, op=Op.ADD),
-        *_row_passes(ctx, S, Ex, Rc, py, out),
+        *_row_passes(ctx, S, Ex, Rc, py, yc, out),
         load, shifted(buf_y, member, row_of),
         *_exp_passes(ctx, buf_y, member, WY, key, tables),
         Simd(buf_y, member, [("zero", 2)],

@@ -222,16 +222,24 @@ def softmax(node, ctx: Lowering):
     return _across_lanes(ctx, node, name, vec, lane, axis, log)
 
 
+def _lanes_in_order(vec: np.ndarray, lane: np.ndarray, n: int) -> bool:
+    """Whether element k of every row sits in lane k mod n of the row's vector k // n."""
+    k = np.arange(vec.shape[1])
+    return bool(np.all(lane == k % n) and np.all(vec == vec[:, :1] + k // n))
+
+
 def lane_rows(ctx: Lowering, node, x: str, axis: int, flat: bool = False):
     """(tensor, vector, lane) of the rows of ``x`` along ``axis``: ``x`` itself when each
     vector holds elements of one row only, else a copy with ``axis`` moved last (a layer of
-    its own), in the default layout or, with ``flat``, with ``axis`` in the lanes (then
-    every vector holds one row's elements)."""
+    its own), in the default layout or, with ``flat``, with ``axis`` in the lanes. With
+    ``flat`` the rows are also in order: element k of a row in lane k mod n of the row's
+    vector k // n (copied so when they are not, e.g. a Slice of the last axis)."""
     t = ctx.tensor(x)
     vec, lane = row_lanes(ctx, t, axis)
     owner_rows: dict[int, int] = {}
     if all(owner_rows.setdefault(int(v), r) == r
-           for r in range(vec.shape[0]) for v in np.unique(vec[r])):
+           for r in range(vec.shape[0]) for v in np.unique(vec[r])) and \
+            (not flat or _lanes_in_order(vec, lane, ctx.n)):
         return x, vec, lane
     name = f"{x}:rows:{node.name}"
     perm = list(range(len(t.shape)))

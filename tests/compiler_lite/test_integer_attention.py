@@ -199,9 +199,9 @@ BLOCK_INT8 = lut_arch("pynqz1_int8", count=3, depth=256, registers=9)
 #: values that near a rounding boundary may land either way (2 of 144 in a residual Add);
 #: and there are no exact tables: GELU's "+ 1" after Erf (output scale = input scale,
 #: every value a tie that onnxruntime's float32 rounding breaks either way) lands on the
-#: other integer for about one value in six, 1 LSB of 65,536 levels; its Erf is piecewise linear (98% exactly
-#: rounded). Those differences, and 1-LSB differences moving later layers, bound the
-#: end-to-end figure.
+#: other integer for about one value in six, 1 LSB of 65,536 levels; its Erf is piecewise
+#: linear (98% exactly rounded). Those differences, and 1-LSB differences moving later
+#: layers, bound the end-to-end figure.
 LEAST = {"int8": (0.99, 0.99, 0.96), "int16": (0.98, 0.8, 0.8)}
 
 
@@ -260,7 +260,68 @@ def test_layer_norm_equals_onnxruntime(kind, arch, T, C, zero_gamma, tmp_path):
     assert worst < 1.01 and equal >= 0.995, (worst, equal)
 
 
+def layer_norm_of(x_nodes, T: int, C: int, gamma, beta, eps: float = 1e-5, width=None):
+    """``x_nodes`` (input 'x' [1, T, width or C], output 'c') → LayerNormalization."""
+    return make_model([*x_nodes, N("LayerNormalization", ["c", "g", "b"], ["y"], axis=-1,
+                                   epsilon=eps)],
+                      {"x": (1, T, width or C)}, ["y"],
+                      {"w": rand((width or C, width or C), 3), "g": gamma, "b": beta},
+                      opset=17)
+
+
+def ln_agreement(model, kind, tmp_path, x=None):
+    """(fraction equal, largest difference in LSB) against onnxruntime on ``x`` (default:
+    seeded inputs)."""
+    q, shape = quantized(model, kind, tmp_path)
+    c = compile_model(str(q), BLOCK_INT8 if kind == "int8" else BLOCK_INT16)
+    x = rand(shape, 7) if x is None else x
+    d = np.abs(run_emulator(c, {"x": x}).outputs["y"] - ort_run(str(q), {"x": x})["y"])
+    d = d / c.outputs[0].scale
+    return float(np.mean(d < 0.5)), float(d.max())
+
+
+@pytest.mark.parametrize("kind", ["int8", "int16"])
+def test_layer_norm_edge_cases(kind, tmp_path):
+    """Rows of 300 and 362 elements (C·Σq² up to 2^31); rows of nearly equal values (a
+    small D, brought up at run time); a Slice's rows, which do not start at lane 0 (copied
+    first); a bias 50,000 times the scale (fewer fraction bits for z)."""
+    for C in (300, 362):
+        m = make_model([N("LayerNormalization", ["x", "g", "b"], ["y"], axis=-1)],
+                       {"x": (1, 2, C)}, ["y"], {"g": rand((C,), 4), "b": rand((C,), 5, 0.5)},
+                       opset=17)
+        assert ln_agreement(m, kind, tmp_path / f"wide{C}") == (1.0, 0.0)
+    flat = layer_norm_of([N("MatMul", ["x", "w"], ["c"])], 4, 8, np.ones(8), np.zeros(8))
+    flat.graph.initializer[0].CopyFrom(onnx.numpy_helper.from_array(
+        np.eye(8, dtype=np.float32), "w"))
+    x = rand((1, 4, 8), 7)
+    x[0, 0], x[0, 1] = 0.5, 0.2
+    x[0, 0, 3] += 0.06
+    x[0, 1, 5] -= 0.03
+    equal, worst = ln_agreement(flat, kind, tmp_path / "flat", x)
+    assert worst < 1.01 and equal >= 0.96, (equal, worst)
+    ints = [N("Constant", [], [k], value=onnx.helper.make_tensor(k, onnx.TensorProto.INT64,
+                                                                 [1], [v]))
+            for k, v in (("s0", 2), ("s1", 10), ("ax", 2))]
+    sliced = make_model([*ints, N("MatMul", ["x", "w"], ["m"]),
+                         N("Slice", ["m", "s0", "s1", "ax"], ["c"]),
+                         N("LayerNormalization", ["c", "g", "b"], ["y"], axis=-1)],
+                        {"x": (1, 3, 12)}, ["y"],
+                        {"w": rand((12, 12), 3), "g": rand((8,), 4), "b": rand((8,), 5)},
+                        opset=17)
+    equal, worst = ln_agreement(sliced, kind, tmp_path / "slice")
+    assert worst < 1.01 and equal >= 0.99, (equal, worst)
+    big_bias = layer_norm_of([N("MatMul", ["x", "w"], ["c"])], 4, 8, np.full(8, 1e-5),
+                             np.full(8, 0.5))
+    equal, worst = ln_agreement(big_bias, kind, tmp_path / "bias")
+    assert worst < 1.01 and equal >= 0.99, (equal, worst)
+
+
 def test_layer_norm_refusals(tmp_path):
+    neg = layer_norm_of([N("MatMul", ["x", "w"], ["c"])], 4, 8, rand((8,), 4), rand((8,), 5),
+                        eps=-1e-3)
+    q, _ = quantized(neg, "int8", tmp_path / "neg")
+    with pytest.raises(CompileError, match=r"LayerNormalization.*epsilon -0.001 is negative"):
+        compile_model(str(q), BLOCK_INT8)
     q, _ = quantized(layer_norm(4, 8), "int8", tmp_path / "8")
     with pytest.raises(CompileError, match=r"simd_registers_depth ≥ 9"):
         compile_model(str(q), SOFTMAX_INT8)
