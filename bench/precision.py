@@ -42,6 +42,7 @@ from compiler_lite.golden import onnxruntime_outputs
 from compiler_lite.quantize import quantize_model
 from sim.driver import Driver
 from tcu_hw.arch import resolve_arch
+from tcu_hw.errors import CompileError
 
 HERE = Path(__file__).resolve().parent
 OURS = ("FP16BP8", "FP18BP10", "FP32BP16", "INT8", "INT16")
@@ -121,14 +122,22 @@ def measure(name: str, args, arch) -> list[tuple[str, str, dict]]:
             rows.append((f"ort {kind}", f"{time.perf_counter() - t:.0f} s",
                          figures(ref, onnxruntime_outputs(q, feeds))))
             if kind in args.types:
-                t = time.perf_counter()
-                got = ours(q, arch, kind, feeds, work / kind)
-                rows.append((kind, f"{time.perf_counter() - t:.0f} s", figures(ref, got)))
+                rows.append(_our_row(kind, q, arch, feeds, work / kind, ref))
         for dtype in (t for t in args.types if t not in ORT_TYPES):
-            t = time.perf_counter()
-            got = ours(model, arch, dtype, feeds, work)
-            rows.append((dtype, f"{time.perf_counter() - t:.0f} s", figures(ref, got)))
+            rows.append(_our_row(dtype, model, arch, feeds, work, ref))
     return rows
+
+
+def _our_row(dtype: str, model: Path, arch, feeds: dict, work: Path, ref: dict):
+    """One row of ours; a model the architecture refuses gives a row with the reason (the
+    others still print)."""
+    t = time.perf_counter()
+    try:
+        got = ours(model, arch, dtype, feeds, work)
+    except CompileError as e:
+        print(f"  {dtype}: refused: {str(e).splitlines()[0]}", file=sys.stderr, flush=True)
+        return dtype, "refused", None
+    return dtype, f"{time.perf_counter() - t:.0f} s", figures(ref, got)
 
 
 def print_table(name: str, rows: list) -> None:
@@ -138,9 +147,9 @@ def print_table(name: str, rows: list) -> None:
     for column, took, fig in rows:
         cells = []
         for o in outputs:
-            rel, top1 = fig[o]
-            cells.append(f"{100 * rel:.3g}%" + (f" ({100 * top1:.0f}%)" if top1 is not None
-                                               else ""))
+            rel, top1 = fig[o] if fig is not None else (None, None)
+            cells.append("-" if rel is None else f"{100 * rel:.3g}%" +
+                         (f" ({100 * top1:.0f}%)" if top1 is not None else ""))
         print(f"  {column:<10} " + " ".join(f"{c:>24}" for c in cells) + f"  {took:>6}")
 
 

@@ -101,3 +101,19 @@ def test_deit_tiny_reduced_runs_in_int8(tmp_path):
     assert np.abs(got[name] - ref).max() / c.outputs[0].scale < 2.01
     rms = (lambda a: float(np.sqrt(np.mean((a - fl) ** 2)) / fl.std()))
     assert rms(got[name]) < 1.2 * rms(ref) + 0.005
+
+
+def test_precision_row_of_a_refused_type(tmp_path, capsys):
+    """A type the architecture cannot compile the network for (no lookup tables for its
+    Softmax) prints as a refused row; the table still prints."""
+    from tcu_hw.arch import preset
+    model = networks.build("deit_tiny", 5, depth=1, dim=16, heads=2, classes=4)
+    path = tmp_path / "deit.onnx"
+    onnx.save(model, str(path))
+    x = {"x": np.random.default_rng(0).standard_normal((1, 5, 16)).astype(np.float32)}
+    ref = onnxruntime_outputs(model, x)
+    row = precision._our_row("FP16BP8", path, preset("pynqz1"), x, tmp_path, ref)
+    assert row == ("FP16BP8", "refused", None)
+    assert "FP16BP8: refused:" in capsys.readouterr().err
+    precision.print_table("deit", [("FP32BP16", "1 s", {k: (0.01, None) for k in ref}), row])
+    assert "FP16BP8" in capsys.readouterr().out

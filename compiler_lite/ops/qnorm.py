@@ -36,9 +36,8 @@ from ..kernels import Reduce, Simd, SimdStep
 from ..quant import DOMAIN
 from ..registry import op
 from .integer import requantize
-from .qsoftmax import broadcast_layer, rows_of_vectors
 from .qtable import padded_tables, table_needs
-from .softmax import lane_rows
+from .softmax import broadcast_layer, lane_rows, rows_of_vectors
 
 if TYPE_CHECKING:
     from ..lower import Lowering

@@ -24,6 +24,7 @@ from tcu_hw.isa import SimdOp as Op
 
 from ..kernels import Reduce, Simd, SimdStep
 from .qtable import padded_tables, signed_digits, table_needs
+from .softmax import broadcast_layer, rows_of_vectors
 
 if TYPE_CHECKING:
     from ..lower import Lowering
@@ -152,7 +153,6 @@ def _row_passes(ctx: Lowering, S, Ex, Rc, py, yc: int, key: str) -> list:
 def lower16(ctx: Lowering, node, t, vec, lane, axis: int) -> None:
     """Softmax of INT16 tensor ``t`` (rows ``vec``/``lane`` along ``axis``), as the module
     says."""
-    from .qsoftmax import broadcast_layer, rows_of_vectors
     n = ctx.n
     px, py, out = node.attr("x"), node.attr("y"), node.outputs[0]
     R, K = vec.shape

@@ -252,3 +252,33 @@ def lane_rows(ctx: Lowering, node, x: str, axis: int, flat: bool = False):
     ctx.set(name, back, internal=True)
     vec, lane = row_lanes(ctx, back, axis)
     return name, vec, lane
+
+
+def rows_of_vectors(ctx: Lowering, t: Tensor, buf, axis: int):
+    """(vectors of ``buf`` holding ``t``, the row of each), by vector."""
+    yv, _ = row_lanes(ctx, t, axis)
+    member = np.concatenate([np.unique(v) for v in yv]) - buf.start
+    row_of = np.concatenate([np.full(len(np.unique(v)), r) for r, v in enumerate(yv)])
+    order = np.argsort(member, kind="stable")
+    return member[order], row_of[order]
+
+
+def broadcast_layer(ctx: Lowering, out: str, t: Tensor, vec, lane):
+    """A layer whose producer puts every element of ``t``'s rows (``vec``/``lane``: one row
+    per line, K elements) in all lanes of a vector of its own (buffer B: row r, element k
+    at r·K + k, a MatMul each) and whose output ``out`` is laid out like ``t``
+    (:func:`.softmax.alike_buffer`): (layer, B, the output's buffer and tensor, the Load
+    copying ``t`` into it)."""
+    n = ctx.n
+    R, K = vec.shape
+    B = ctx.space.new(f"{out}:bcast", R * K)
+    b = LinearBuilder(B, n)
+    for ln in range(n):
+        rr, kk = np.nonzero(lane == ln)
+        if len(rr):
+            b.add(rr * K + kk, vec[rr, kk], lane_tile(n, None, ln))
+    layer = ctx.begin(B, b)
+    buf_y, ty = alike_buffer(ctx, out, t)
+    layer.out = buf_y
+    pairs = np.unique(np.stack([ty.idx.reshape(-1) // n, t.idx.reshape(-1) // n]), axis=1)
+    return layer, B, buf_y, ty, Load(buf_y, pairs[0] - buf_y.start, pairs[1])
