@@ -242,6 +242,13 @@ class SimdStep:
     accumulate: bool = False
 
 
+def register_step(op: int, left: int, right: int, dest: int, read: str | None = None,
+                  write: str | None = None) -> SimdStep:
+    """A :class:`SimdStep` that, unless told, neither reads nor writes the accumulators
+    (the steps of a long computation in the registers)."""
+    return SimdStep(op, left, right, dest, read=read, write=write)
+
+
 @dataclass(eq=False)
 class Simd:
     """A pass over vectors ``o`` of ``buf``: ``setup`` once per partition (register loads:

@@ -92,6 +92,13 @@ def requantize_lanes(ctx: Lowering, layer, t: Tensor, scale: float, bias: int, y
     return vecs
 
 
+def requantize_word(dt, multiplier: int = 0, shift: int = 0, zero_point: int = 0) -> int:
+    """One lane's Requantize parameters as a register value
+    (:func:`tcu_hw.numeric.pack_requantize`); ``requantize_word(dt, 0, 1)`` is the shift
+    field's unit, which run-time shifts are multiples of."""
+    return int(numeric.pack_requantize(multiplier, shift, zero_point, dt))
+
+
 def _parameters(ctx: Lowering, acc_scale, y):
     """(M, s) per channel for scales ``acc_scale / y.scale`` (CompileError when out of
     range)."""

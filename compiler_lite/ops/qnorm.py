@@ -32,10 +32,10 @@ import numpy as np
 from tcu_hw import numeric
 from tcu_hw.isa import SimdOp as Op
 
-from ..kernels import Reduce, Simd, SimdStep
+from ..kernels import Reduce, Simd, SimdStep, register_step
 from ..quant import DOMAIN
 from ..registry import op
-from .integer import requantize
+from .integer import requantize, requantize_word
 from .qtable import padded_tables, table_needs
 from .softmax import broadcast_layer, lane_rows, rows_of_vectors
 
@@ -69,7 +69,13 @@ class Fixed:
 
 
 def fixed(dt) -> Fixed:
-    m = dt.width + 8
+    """The plan for integer type ``dt``, from its Requantize layout
+    (:func:`tcu_hw.numeric.requantize_fields`): D' < 2^m_bits fits the multiplier field, and
+    2^(lo + 2) = 2^m_bits is the shift field's unit, which the run-time shifts are built from
+    (``_normalize_body`` reuses its threshold register for it)."""
+    m = numeric.requantize_fields(dt).multiplier_bits
+    if requantize_word(dt, 0, 1) != 1 << m:
+        raise AssertionError(f"{dt.name}: the Requantize shift field no longer starts at bit {m}")
     acc = dt.accumulator_width
     return Fixed(m, m - 2, m + (m - 2) // 2, (acc - m) // 2, (m - 2) // 2, acc)
 
@@ -98,13 +104,6 @@ def seed_table(fx: Fixed) -> tuple[np.ndarray, np.ndarray]:
     return keys, np.minimum(v, ((1 << fx.m_bits) - 1) // 1024).astype(np.int64)
 
 
-def _pack(dt, m: int = 0, s: int = 0) -> np.ndarray:
-    return np.asarray(numeric.pack_requantize(m, s, 0, dt), dtype=np.int64)
-
-
-def _s(op_, left, right, dest, read=None, write=None) -> SimdStep:
-    return SimdStep(op_, left, right, dest, read=read, write=write)
-
 
 def _row_passes(ctx: Lowering, Q, A, E, U, Z: int, eps_steps: int, lut_key: str,
                 fx: Fixed) -> list:
@@ -120,8 +119,8 @@ def _row_passes(ctx: Lowering, Q, A, E, U, Z: int, eps_steps: int, lut_key: str,
     k = f"{lut_key}:row"
     # D = C·Σq² − A² + ε steps (Q holds C·Σq²)
     d = Simd(Q, rows, [("const", 2, f"{k}:eps")],
-             [_s(Op.MOVE, 0, 0, 1, read="aux"), _s(Op.MULTIPLY, 1, 1, 1),
-              _s(Op.SUBTRACT, 0, 1, 1, read="self"), _s(Op.ADD, 1, 2, 0, write="self")],
+             [register_step(Op.MOVE, 0, 0, 1, read="aux"), register_step(Op.MULTIPLY, 1, 1, 1),
+              register_step(Op.SUBTRACT, 0, 1, 1, read="self"), register_step(Op.ADD, 1, 2, 0, write="self")],
              rows, A, consts={f"{k}:eps": full(eps_steps)})
     normal = Simd(Q, rows, [("const", 4, f"{k}:thr"), ("zero", 7), ("const", 8, f"{k}:lo")],
                   _normalize_body(fx), rows, E,
@@ -130,23 +129,23 @@ def _row_passes(ctx: Lowering, Q, A, E, U, Z: int, eps_steps: int, lut_key: str,
     # (U's passes read D' as their aux vector, so a partition's rows of Q are resident)
     seed = Simd(U, rows, [("lut", lut_key), ("const", base + 2, f"{k}:by1024"),
                           ("zero", base + 3), ("const", base + 4, f"{k}:1024")],
-                [_s(Op.REQUANTIZE, 0, base + 2, base + 1, read="aux"),
-                 _s(Op.LOOKUP, base + 1, 0, 1), _s(Op.MULTIPLY, 2, base + 4, 0, write="self")],
-                rows, Q, consts={f"{k}:by1024": full(_pack(dt, 1, fx.lo - 4)),
+                [register_step(Op.REQUANTIZE, 0, base + 2, base + 1, read="aux"),
+                 register_step(Op.LOOKUP, base + 1, 0, 1), register_step(Op.MULTIPLY, 2, base + 4, 0, write="self")],
+                rows, Q, consts={f"{k}:by1024": full(requantize_word(dt, 1, fx.lo - 4)),
                                  f"{k}:1024": full(1024)}, luts={lut_key: tables})
     newton = Simd(U, rows, [("zero", 5), ("const", 6, f"{k}:s16"), ("const", 7, f"{k}:s15"),
                             ("const", 8, f"{k}:three"), ("const", 9, f"{k}:max")],
                   _newton_body(), rows, Q,
-                  consts={f"{k}:s16": full(_pack(dt, 0, fx.m_bits)),
-                          f"{k}:s15": full(_pack(dt, 0, fx.lo + 1)),
+                  consts={f"{k}:s16": full(requantize_word(dt, 0, fx.m_bits)),
+                          f"{k}:s15": full(requantize_word(dt, 0, fx.lo + 1)),
                           f"{k}:three": full(3 << fx.lo),
                           f"{k}:max": full((1 << fx.m_bits) - 1)})
     # E = u + (e − f + c)·2^m_bits: the Requantize parameters of z
     c0 = fx.u_bits - Z
     params = Simd(E, rows, [("const", 2, f"{k}:s1"), ("const", 4, f"{k}:c0")],
-                  [_s(Op.MOVE, 0, 0, 1, read="aux"), _s(Op.MULTIPLY, 2, 0, 3, read="self"),
-                   _s(Op.ADD, 3, 1, 3), _s(Op.ADD, 3, 4, 0, write="self")], rows, U,
-                  consts={f"{k}:s1": full(_pack(dt, 0, 1)), f"{k}:c0": full(_pack(dt, 0, c0))})
+                  [register_step(Op.MOVE, 0, 0, 1, read="aux"), register_step(Op.MULTIPLY, 2, 0, 3, read="self"),
+                   register_step(Op.ADD, 3, 1, 3), register_step(Op.ADD, 3, 4, 0, write="self")], rows, U,
+                  consts={f"{k}:s1": full(requantize_word(dt, 0, 1)), f"{k}:c0": full(requantize_word(dt, 0, c0))})
     return [d, normal, seed, newton, params]
 
 
@@ -154,21 +153,21 @@ def _normalize_body(fx: Fixed) -> list[SimdStep]:
     """D (the pass's vector) → D' = min(round(D·4^f / 4^e), 2^m_bits − 1) in place and
     e − f to the aux vector: f multiplications by 4 while D < 2^lo (R8), then e = #{k:
     D ≥ 2^(lo + 2k)} (R4 = 2^(lo + 2) = 2^m_bits, the Requantize shift field's unit)."""
-    body = [_s(Op.MOVE, 0, 0, 1, read="self")]
+    body = [register_step(Op.MOVE, 0, 0, 1, read="self")]
     for step in range(fx.up):                       # R9 = f, R3 = this step's bit
         bit = 9 if step == 0 else 3
-        body += [_s(Op.GREATER_THAN, 8, 1, bit)] + ([_s(Op.ADD, 9, 3, 9)] if step else [])
-        body += [_s(Op.MULTIPLY, 1, bit, 6), _s(Op.ADD, 1, 6, 1), _s(Op.ADD, 1, 6, 1),
-                 _s(Op.ADD, 1, 6, 1)]
-    body += [_s(Op.MOVE, 4, 4, 2), _s(Op.GREATER_THAN_EQUAL, 1, 2, 5)]   # R5 = e
+        body += [register_step(Op.GREATER_THAN, 8, 1, bit)] + ([register_step(Op.ADD, 9, 3, 9)] if step else [])
+        body += [register_step(Op.MULTIPLY, 1, bit, 6), register_step(Op.ADD, 1, 6, 1), register_step(Op.ADD, 1, 6, 1),
+                 register_step(Op.ADD, 1, 6, 1)]
+    body += [register_step(Op.MOVE, 4, 4, 2), register_step(Op.GREATER_THAN_EQUAL, 1, 2, 5)]   # R5 = e
     for _ in range(fx.steps - 1):
-        body += [_s(Op.ADD, 2, 2, 2), _s(Op.ADD, 2, 2, 2),
-                 _s(Op.GREATER_THAN_EQUAL, 1, 2, 3), _s(Op.ADD, 5, 3, 5)]
-    body += [_s(Op.MULTIPLY, 4, 5, 6), _s(Op.ADD, 6, 6, 6), _s(Op.INCREMENT, 6, 6, 6),
-             _s(Op.REQUANTIZE, 1, 6, 3),                      # (M 1, shift 2e), bias R7 = 0
-             _s(Op.MOVE, 4, 4, 2), _s(Op.DECREMENT, 2, 2, 2),
-             _s(Op.MIN, 3, 2, 0, write="self"),
-             _s(Op.SUBTRACT, 5, 9, 5), _s(Op.MOVE, 5, 5, 0, write="aux")]
+        body += [register_step(Op.ADD, 2, 2, 2), register_step(Op.ADD, 2, 2, 2),
+                 register_step(Op.GREATER_THAN_EQUAL, 1, 2, 3), register_step(Op.ADD, 5, 3, 5)]
+    body += [register_step(Op.MULTIPLY, 4, 5, 6), register_step(Op.ADD, 6, 6, 6), register_step(Op.INCREMENT, 6, 6, 6),
+             register_step(Op.REQUANTIZE, 1, 6, 3),                      # (M 1, shift 2e), bias R7 = 0
+             register_step(Op.MOVE, 4, 4, 2), register_step(Op.DECREMENT, 2, 2, 2),
+             register_step(Op.MIN, 3, 2, 0, write="self"),
+             register_step(Op.SUBTRACT, 5, 9, 5), register_step(Op.MOVE, 5, 5, 0, write="aux")]
     return body
 
 
@@ -176,13 +175,13 @@ def _newton_body() -> list[SimdStep]:
     """u (R1, the pass's own vector) ← u·(3·2^lo − D'·u²/2^(2·m_bits))/2^(lo + 1), three
     times (INT8: 3·2^14 − D'·u²/2^32, /2^15); D' is the aux vector. R4/R5: Requantize
     parameters and a zero bias; R6, R7: the shifts m_bits and lo + 1; R8 3·2^lo."""
-    body = [_s(Op.MOVE, 0, 0, 1, read="self")]
+    body = [register_step(Op.MOVE, 0, 0, 1, read="self")]
     for _ in range(NEWTON_STEPS):
-        body += [_s(Op.ADD, 1, 6, 4), _s(Op.REQUANTIZE, 1, 4, 2),           # t = u·u/2^m
-                 _s(Op.ADD, 0, 6, 4, read="aux"), _s(Op.REQUANTIZE, 2, 4, 3),   # w = t·D'/2^m
-                 _s(Op.SUBTRACT, 8, 3, 3), _s(Op.ADD, 3, 7, 4),             # 3·2^lo − w
-                 _s(Op.REQUANTIZE, 1, 4, 1), _s(Op.MIN, 1, 9, 1)]           # u·that/2^(lo+1)
-    body.append(_s(Op.MOVE, 1, 1, 0, write="self"))
+        body += [register_step(Op.ADD, 1, 6, 4), register_step(Op.REQUANTIZE, 1, 4, 2),           # t = u·u/2^m
+                 register_step(Op.ADD, 0, 6, 4, read="aux"), register_step(Op.REQUANTIZE, 2, 4, 3),   # w = t·D'/2^m
+                 register_step(Op.SUBTRACT, 8, 3, 3), register_step(Op.ADD, 3, 7, 4),             # 3·2^lo − w
+                 register_step(Op.REQUANTIZE, 1, 4, 1), register_step(Op.MIN, 1, 9, 1)]           # u·that/2^(lo+1)
+    body.append(register_step(Op.MOVE, 1, 1, 0, write="self"))
     return body
 
 
@@ -209,15 +208,15 @@ def qlayernorm(node, ctx: Lowering):
     member, row_of = rows_of_vectors(ctx, ty, buf_y, axis)
     layer.steps += [
         Reduce(A, B, indptr, every, op=Op.ADD),
-        Simd(B, every, [("const", 1, kc)], [_s(Op.MULTIPLY, 0, 0, 2, read="self"),
-                                             _s(Op.MULTIPLY, 2, 1, 0, write="self")],
+        Simd(B, every, [("const", 1, kc)], [register_step(Op.MULTIPLY, 0, 0, 2, read="self"),
+                                             register_step(Op.MULTIPLY, 2, 1, 0, write="self")],
              consts={kc: np.full(n, C)}),
         Reduce(Q, B, indptr, every, op=Op.ADD),
         *_row_passes(ctx, Q, A, E, U, Z, eps_steps, f"{out}:seed", fx),
         load,
         Simd(buf_y, member, [("const", 2, kc)],
-             [_s(Op.MOVE, 0, 0, 1, read="aux"), _s(Op.MULTIPLY, 0, 2, 3, read="self"),
-              _s(Op.SUBTRACT, 3, 1, 0, write="self")], row_of, A)]
+             [register_step(Op.MOVE, 0, 0, 1, read="aux"), register_step(Op.MULTIPLY, 0, 2, 3, read="self"),
+              register_step(Op.SUBTRACT, 3, 1, 0, write="self")], row_of, A)]
     _normalize(ctx, node, layer, ty, E, member, row_of, Z)
     ctx.notes.append(f"{node.label}: inverse square root of each {C}-element row by a "
                      f"65-entry seed and {NEWTON_STEPS} Newton steps ({fx.m_bits} bits)")
@@ -256,8 +255,8 @@ def _normalize(ctx: Lowering, node, layer, ty, E, member, row_of, Z: int) -> Non
         sel = np.isin(member, rows[:, cob])
         layer.steps.append(Simd(
             layer.out, member[sel], [("zero", 3), ("const", 5, ks)],
-            [_s(Op.MOVE, 0, 0, 2, read="aux"), _s(Op.REQUANTIZE, 0, 2, 4, read="self"),
-             _s(Op.MULTIPLY, 4, 5, 0, write="self")], row_of[sel], E,
+            [register_step(Op.MOVE, 0, 0, 2, read="aux"), register_step(Op.REQUANTIZE, 0, 2, 4, read="self"),
+             register_step(Op.MULTIPLY, 4, 5, 0, write="self")], row_of[sel], E,
             consts={ks: np.where(lanes < C, sign[np.minimum(lanes, C - 1)], 0)}))
     bias = np.rint(beta * 2.0 ** Z / mag).astype(np.int64)
     requantize(ctx, layer, rows, mag / 2.0 ** Z, bias, node.attr("y"), node.attr("clip"), out)
