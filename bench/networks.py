@@ -18,7 +18,9 @@ these models mean what they would on real weights.
 from __future__ import annotations
 
 import argparse
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
@@ -332,6 +334,20 @@ def build(name: str, size: int | None = None, seed: int = 0, **kw):
         raise SystemExit(f"unknown network {name!r}; choose one of {', '.join(BUILDERS)}")
     net, model = BUILDERS[name](size or SIZES[name], seed=seed, **kw)
     return calibrate_bn(net, model)
+
+
+def cached_model(name: str, size: int | None = None) -> Path:
+    """The network as an ONNX file, built once and kept under ``~/.cache/tcu_hw/networks``
+    (``$XDG_CACHE_HOME`` when set)."""
+    import onnx
+    size = size or SIZES[name]
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "tcu_hw" / \
+        "networks"
+    path = cache / f"{name}_{size}_seed0.onnx"
+    if not path.is_file():
+        cache.mkdir(parents=True, exist_ok=True)
+        onnx.save(build(name, size), str(path))
+    return path
 
 
 def main(argv=None) -> None:

@@ -28,7 +28,6 @@ on ultra96v2).
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import tempfile
 import time
@@ -58,17 +57,8 @@ def networks():
 
 
 def cached_model(name: str, size: int | None) -> Path:
-    """The network as an ONNX file, built once and kept in the cache."""
-    import onnx
-    nets = networks()
-    size = size or nets.SIZES[name]
-    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "tcu_hw" / \
-        "networks"
-    path = cache / f"{name}_{size}_seed0.onnx"
-    if not path.is_file():
-        cache.mkdir(parents=True, exist_ok=True)
-        onnx.save(nets.build(name, size), str(path))
-    return path
+    """The network as an ONNX file (:func:`networks.cached_model`)."""
+    return networks().cached_model(name, size)
 
 
 def inputs(model: Path, count: int, seed: int) -> dict[str, np.ndarray]:

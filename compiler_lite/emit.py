@@ -9,13 +9,18 @@ layer stores that lives in DRAM0 (its output, and any :class:`~.kernels.Save` co
 output staging areas. The accumulators hold the constant vectors, then one region per buffer
 the layer's steps write.
 
+When the constants live in DRAM1, a ring at the top of local memory holds the tiles and
+constants of the layers ahead, loaded while earlier layers compute (:mod:`.prefetch`); such a
+layer's arena has no tiles or constants of its own (mode "held").
+
 Within a partition (:meth:`Emitter.emit_partition`) the producer's terms are emitted tile by
 tile (one LoadWeights, then its MatMuls rolled up into strided runs), then each in-place step
 (a Save stores the partition's output vectors as they are at that point), then the store.
 
 ::
 
-    local:  [ residents | tiles (all, or 2 chunks) | consts | src stage ×2 | out stage ×2 … ]
+    local:  [ residents | tiles (all, or 2 chunks) | consts | src stage ×2 | out stage ×2 …
+              … | ring ]
     acc:    [ consts | region per written buffer (this partition's span) ]
 """
 
@@ -35,8 +40,10 @@ from tcu_hw.isa import (SIMD, DataMove, DataMoveKind, LoadLUT, LoadWeights, MatM
 from .ir import Buffer, Space, distinct
 from .kernels import (ACCUMULATE, ANY, OVERWRITE, Layer, Linear, Load, Reduce, Save, Simd,
                       Zero)
-from .partition import Arena, Partitioning, PartitionSearch, layout_arena, ranges_fn, spans_fn
+from .partition import (Arena, Partitioning, PartitionSearch, layout_arena, ranges_fn,
+                        spans_fn)
 from .plan import LayerConsts, MemoryPlan, acc_buffers
+from .prefetch import Block, LayerRoom, Prefetcher, plan_ring
 from .rollup import runs, whole_runs
 from .summary import estimate
 
@@ -81,6 +88,17 @@ class LayerJob:
     def slot(self, p: int) -> int:
         """Which copy of the staging areas partition ``p`` uses."""
         return p % (2 if self.part.double else 1)
+
+
+@dataclass
+class LayerCut:
+    """A layer's partition search and the functions it was made from."""
+
+    search: PartitionSearch
+    staged: list[Buffer]            # sources staged from DRAM
+    acc_bufs: list[Buffer]
+    ranges_of: Callable
+    spans_of: Callable
 
 
 @dataclass
@@ -133,6 +151,13 @@ class Emitter:
         self.s0 = arch.stride0_depth
         self.s1 = arch.stride1_depth
         self.current_tile = None                # (step, tile) the array holds, if known
+        self.cuts: dict[int, LayerCut] = {}
+        self.ring = 0                           # vectors at the top of local memory
+        self.blocks: dict[int, Block] = {}      # layer → its block in the ring
+        self.barriers: set[int] = set()         # layers that run with the ring empty
+        self.prefetch: Prefetcher | None = None
+        self.fed = 0                            # instructions the prefetcher has seen
+        self.li, self.st = 0, LayerStats("", [])  # the layer being emitted
 
     # ------------------------------------------------------------------------ helpers
 
@@ -159,10 +184,12 @@ class Emitter:
     # ------------------------------------------------------------------------- program
 
     def emit(self) -> list:
+        self._plan_ring()
         for li, layer in enumerate(self.layers):
             start = len(self.out)
             st = LayerStats(layer.name, layer.nodes, macs=layer.macs)
             self.stats.append(st)
+            self.li, self.st = li, st
             self.emit_layer(li, layer, st)
             st.instructions = len(self.out) - start
             st.by_kind.update(Counter(map(attrgetter("name"), self.out[start:])))
@@ -179,44 +206,114 @@ class Emitter:
     # -------------------------------------------------------------------------- layer
 
     def emit_layer(self, li: int, layer: Layer, st: LayerStats) -> None:
-        """Choose the partitioning and the arena, load the constants, emit the partitions."""
+        """Choose the partitioning and the arena, load the constants (unless the ring holds
+        them, :mod:`compiler_lite.prefetch`), emit the partitions."""
         lc: LayerConsts = self.plan.layers[li]
-        F = layer.out
-        acc_bufs = acc_buffers(layer)
-        staged = [b for b in self._sources(layer) if b.home[0] != "local"]
-        to_local = self.plan.consts_to_local
-        arena_lo, arena_hi = self.plan.local_top[li], self.arch.local_depth - 1
-        fixed_local = 0 if to_local else lc.simd_local + lc.lut_vectors
-        ranges_of = ranges_fn(layer, acc_bufs)
-        spans_of = spans_fn(self.space, layer, staged)
-        search = PartitionSearch(F, staged, ranges_of, spans_of, lc, arena_hi - arena_lo,
-                                 fixed_local, self.arch.accumulator_depth, to_local,
-                                 tuple(layer.written[1:]))
+        cut = self._cut(li)
+        held = self.blocks.get(li)
+        if self.prefetch is not None:
+            self._load_blocks(self.prefetch.needed(li), st)
+        lo, hi = self.plan.local_top[li], self.arch.local_depth - 1
+        if li not in self.barriers:                 # (the ring is empty during a barrier)
+            hi -= self.ring
+        search = cut.search.resized(hi - lo, held is not None)
         part = search.choose()
         if part is None:
             need = search.smallest()
             self.fail(layer, f"does not fit: the smallest partition ({search.units[-1]} "
-                             f"vectors of {F.vectors}) needs {need.acc} accumulator vectors "
-                             f"(the architecture has {self.arch.accumulator_depth}) and "
-                             f"{need.local + fixed_local} local vectors besides weights (the "
-                             f"arena has {search.arena}, weights need {lc.tile_vectors})")
-        arena = layout_arena(part, lc, arena_lo, search.room(part.need), staged,
-                             search.out_staged, to_local)
-        if arena.top > arena_hi:
+                             f"vectors of {layer.out.vectors}) needs {need.acc} accumulator "
+                             f"vectors (the architecture has {self.arch.accumulator_depth}) "
+                             f"and {need.local + search.fixed_local} local vectors besides "
+                             f"weights (the arena has {search.arena}, weights need "
+                             f"{lc.tile_vectors})")
+        arena = layout_arena(part, lc, lo, search.room(part.need), cut.staged,
+                             search.out_staged, self.plan.consts_to_local,
+                             None if held is None else held.consts_at)
+        if arena.top > hi:
             self.fail(layer, f"does not fit in local memory: its weight tiles, constants and "
-                             f"staging areas need vectors {arena_lo}..{arena.top - 1}, the "
-                             f"arena is {arena_lo}..{arena_hi - 1}")
+                             f"staging areas need vectors {lo}..{arena.top - 1}, the "
+                             f"arena is {lo}..{hi - 1}")
         st.partitions = len(part.bounds)
-        st.local_used = arena.top
+        ring_live = self.ring and li not in self.barriers
+        st.local_used = self.arch.local_depth - 1 if ring_live else arena.top
         st.acc_used = part.need.acc
         st.stages = max(1, -(-lc.tile_vectors // arena.chunk)) if arena.chunk else 1
         self._prologue(lc, part.mode, arena, st)
+        self._feed()
         self.current_tile = None
-        job = LayerJob(layer, lc, part, arena, acc_bufs, ranges_of, spans_of, st)
+        job = LayerJob(layer, lc, part, arena, cut.acc_bufs, cut.ranges_of, cut.spans_of, st)
         if part.double and part.bounds:
             self._load_sources(job, 0)
         for p in range(len(part.bounds)):
             self.emit_partition(job, p)
+
+    def _cut(self, li: int) -> LayerCut:
+        """Layer ``li``'s partition search and what it was made from (made once)."""
+        if li not in self.cuts:
+            layer, lc = self.layers[li], self.plan.layers[li]
+            to_local = self.plan.consts_to_local
+            acc_bufs = acc_buffers(layer)
+            staged = [b for b in self._sources(layer) if b.home[0] != "local"]
+            ranges_of = ranges_fn(layer, acc_bufs)
+            spans_of = spans_fn(self.space, layer, staged)
+            search = PartitionSearch(layer.out, staged, ranges_of, spans_of, lc, 0,
+                                     0 if to_local else lc.simd_local + lc.lut_vectors,
+                                     self.arch.accumulator_depth, to_local,
+                                     tuple(layer.written[1:]))
+            self.cuts[li] = LayerCut(search, staged, acc_bufs, ranges_of, spans_of)
+        return self.cuts[li]
+
+    # -------------------------------------------------------------------- the ring
+
+    def _plan_ring(self) -> None:
+        """The ring of blocks loaded ahead (:mod:`compiler_lite.prefetch`), when the
+        constants live in DRAM1 and every layer fits as it would without it."""
+        if self.plan.consts_to_local:
+            return
+        top = self.arch.local_depth - 1
+        rooms = []
+        for li in range(len(self.layers)):
+            lc, search = self.plan.layers[li], self._cut(li).search
+            alone = search.resized(top - self.plan.local_top[li], False)
+            part = alone.choose()
+            if part is None:
+                return                          # emit_layer says why
+            room = alone.room(part.need)
+            consts = lc.simd_local + lc.lut_vectors
+            starts = tuple(sorted({r.offset - lc.tile_base for refs in lc.tiles for r in refs}))
+            rooms.append(LayerRoom(lc.tile_vectors, consts,
+                                   None if part.mode == "stream" else room + consts,
+                                   starts or (0,)))
+        self.ring, self.blocks, self.barriers = plan_ring(rooms, top)
+        if self.blocks:
+            self.prefetch = Prefetcher(self.blocks, self.beats)
+
+    def _load_blocks(self, blocks: list[Block], st: LayerStats) -> None:
+        """DRAM1 → the ring: each layer's constants, then its tiles; runs that follow each
+        other in local memory and in DRAM1 go as one move."""
+        runs: list[list[int]] = []                  # [local, DRAM1, vectors]
+        for b in blocks:
+            lc = self.plan.layers[b.layer]
+            parts = [(b.consts_at, lc.base, b.consts)] if b.consts else []
+            parts += [(at, lc.tile_base + first, n) for at, first, n in b.pieces]
+            for local, dram, n in parts:
+                if runs and runs[-1][0] + runs[-1][2] == local and \
+                        runs[-1][1] + runs[-1][2] == dram:
+                    runs[-1][2] += n
+                else:
+                    runs.append([local, dram, n])
+            st.dram_vectors += b.size
+        for local, dram, n in runs:
+            self.move(DataMoveKind.DRAM1_TO_LOCAL, local, dram, n)
+
+    def _feed(self) -> None:
+        """Compute time passes by the instructions emitted since the last call; the ring's
+        loads that are due go out (during the current layer)."""
+        if self.prefetch is None:
+            return
+        self.prefetch.advance(estimate(self.out[self.fed:], self.arch, self.beats)[0])
+        self.fed = len(self.out)
+        self._load_blocks(self.prefetch.due(self.li), self.st)
 
     def _sources(self, layer: Layer) -> list[Buffer]:
         """Buffers the layer reads from memory (local or staged), in order of first read."""
@@ -238,16 +335,18 @@ class Emitter:
     def _prologue(self, lc: LayerConsts, mode: str, arena: Arena, st: LayerStats) -> None:
         """Constants into local memory (from DRAM1) and the accumulators; resident tiles."""
         to_local = self.plan.consts_to_local
-        block = lc.simd_local + lc.lut_vectors
+        block = lc.simd_local + lc.lut_vectors if mode != "held" else 0
         if block and not to_local:
             self.move(DataMoveKind.DRAM1_TO_LOCAL, arena.consts, lc.base, block)
         for d in range(lc.simd_digits if lc.simd_count else 0):
             kind = DataMoveKind.LOCAL_TO_ACC_SHIFT if d else DataMoveKind.LOCAL_TO_ACC
             self.move(kind, arena.consts + d * lc.simd_count, 0, lc.simd_count)
-        if mode == "all" and lc.tile_vectors:
+        if mode == "all" and lc.tile_vectors:       # ("held": in the ring already)
             self.move(DataMoveKind.DRAM1_TO_LOCAL, arena.tiles, lc.tile_base, lc.tile_vectors)
-        st.dram_vectors += 0 if to_local else \
-            lc.simd_local + (lc.tile_vectors if mode == "all" else 0)
+        loaded = 0 if to_local else block + (lc.tile_vectors if mode == "all" else 0)
+        st.dram_vectors += loaded
+        if self.prefetch is not None and loaded:
+            self.prefetch.load(loaded)
 
     def _load_sources(self, job: LayerJob, p: int) -> None:
         """DRAM → local loads of partition ``p``'s staged sources."""
@@ -281,6 +380,7 @@ class Emitter:
         stage = {buf: areas[job.slot(p)] for buf, areas in job.arena.stage.items()}
         view = PartitionView(R, job.spans_of(R), acc_at, stage, self.space)
         for k, s in enumerate(job.layer.steps):
+            self._feed()
             if isinstance(s, Linear):
                 self._emit_linear(job, k, s, view)
             elif isinstance(s, Load):
@@ -317,6 +417,8 @@ class Emitter:
         ref = job.lc.tiles[k][t]
         if self.plan.consts_to_local:
             return ref.offset
+        if job.part.mode == "held":
+            return self.blocks[self.li].tile_address(ref.offset - job.lc.tile_base)
         return job.arena.tiles + ref.offset - job.lc.tile_base
 
     @staticmethod
@@ -376,6 +478,7 @@ class Emitter:
                 rows = refs[tid].rows
                 addr = self._tile_address(job, k, tid)
             key = (id(s), tid)
+            self._feed()
             if self.current_tile != key:
                 self.out.append(LoadWeights(addr, 0, rows, False))
                 self.current_tile = key

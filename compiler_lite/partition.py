@@ -2,14 +2,16 @@
 
 A partition computes a range of the layer's output buffer: whole rows of its frame, or pixels
 when a row does not fit. :class:`PartitionSearch` finds, for each way of holding the weight
-tiles (all resident, or streamed in two chunks) with and without double-buffered staging, the
-largest partition that fits the accumulators and the local arena, and keeps the cheapest (see
-the ``*_COST`` constants). :func:`layout_arena` then places tiles, constants and staging areas
-(see :mod:`compiler_lite.emit` for the picture).
+tiles (all resident, or streamed in two chunks; or "held": loaded ahead into the ring, outside
+the arena, see :mod:`compiler_lite.prefetch`) with and without double-buffered staging, the
+largest partition that fits the accumulators and the local arena, and keeps the cheapest
+(see the ``*_COST`` constants). :func:`layout_arena` then places tiles, constants and staging
+areas (see :mod:`compiler_lite.emit` for the picture).
 """
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import Callable
 
@@ -166,11 +168,12 @@ class Partitioning:
     """How a layer is cut: partitions of ``rows × units`` vectors of its output buffer.
 
     ``mode`` says where the weight tiles are in local memory: "all" loaded once, "stream" in
-    two chunks loaded as the MatMuls go, "none" read where the constants image has them (the
-    constants live in local memory).
+    two chunks loaded as the MatMuls go, "held" loaded ahead into the ring (outside
+    this layer's arena), "none" read where the constants image has them (the constants live
+    in local memory).
     """
 
-    mode: str                           # tiles: "all", "stream" or "none" (see below)
+    mode: str                           # tiles: "all", "stream", "held" or "none"
     double: bool                        # staging areas double-buffered
     rows: int
     units: int                          # vectors per row: a frame row, or one pixel
@@ -189,6 +192,8 @@ class PartitionSearch:
     output vectors [a, b), ``spans_of(ranges)`` the vectors of each staged source they read.
     ``fixed_local`` is what the arena holds besides tiles and staging (the constants).
     ``saves``: buffers the layer also stores, partition by partition like ``out``.
+    :meth:`resized` gives the search for another arena, or for tiles and constants already
+    in local memory outside the arena (``held``, mode "held").
     """
 
     def __init__(self, out: Buffer, staged: list[Buffer], ranges_of: Callable,
@@ -202,6 +207,8 @@ class PartitionSearch:
         self.fixed_local = fixed_local
         self.acc_depth = acc_depth
         self.to_local = to_local
+        self.held = False
+        self.consts_local = fixed_local     # fixed_local when the arena holds the constants
         self.acc_consts = lc.simd_count
         self.tile_vectors = lc.tile_vectors
         self.tiles = sum(len(refs) for refs in lc.tiles)
@@ -213,6 +220,20 @@ class PartitionSearch:
         if pixel < out.row:
             self.units.append(pixel)
         self._seen: dict = {}           # (units, rows, sampled) → what need() found
+
+    def resized(self, arena: int, held: bool) -> PartitionSearch:
+        """The same search over an arena of ``arena`` vectors, tiles ``held`` or not (what
+        partitions need is shared, not looked at again)."""
+        other = copy.copy(self)
+        other.arena, other.held = arena, held
+        other.fixed_local = 0 if held else self.consts_local
+        return other
+
+    def modes(self) -> list[str]:
+        """The ways of holding the tiles this search considers."""
+        if self.to_local:
+            return ["none"]
+        return ["held"] if self.held else ["all", "stream"]
 
     def rows(self, units: int) -> int:
         """Rows of ``units`` vectors in the output buffer."""
@@ -279,7 +300,7 @@ class PartitionSearch:
         """Instructions the partitioning costs, roughly (see ``TILE_COST`` and after)."""
         parts = -(-self.rows(units) // rows)
         need = self.need(units, rows, double)
-        tile_dram = self.tile_vectors * (parts if mode == "stream" else 1)
+        tile_dram = 0 if mode == "held" else self.tile_vectors * (parts if mode == "stream" else 1)
         if mode == "stream":
             chunk = max(1, self.room(need) // 2)
             tile_dram += parts * (-(-self.tile_vectors // chunk))
@@ -290,7 +311,7 @@ class PartitionSearch:
     def candidates(self, units: int) -> list[tuple[float, str, bool, int]]:
         """(cost, mode, double, rows) of every way that fits with rows of ``units``."""
         found = []
-        for mode in (["none"] if self.to_local else ["all", "stream"]):
+        for mode in self.modes():
             if mode == "stream" and self.tile_vectors <= 2 * self.max_tile:
                 continue                        # streaming needs more than two chunks
             for double in (True, False):
@@ -329,9 +350,11 @@ class Arena:
 
 
 def layout_arena(part: Partitioning, lc: LayerConsts, lo: int, chunk_room: int,
-                 staged: list[Buffer], out_staged: list[Buffer], to_local: bool) -> Arena:
+                 staged: list[Buffer], out_staged: list[Buffer], to_local: bool,
+                 held_consts: int | None = None) -> Arena:
     """Place tiles, constants and staging areas from local vector ``lo`` on; ``chunk_room`` is
-    what two streamed chunks may take."""
+    what two streamed chunks may take; ``held_consts``: where the constants loaded ahead are
+    (mode "held": the tiles are addressed through the ring's block)."""
     at = lo
     tiles, chunk = None, 0
     if part.mode == "all":
@@ -341,8 +364,12 @@ def layout_arena(part: Partitioning, lc: LayerConsts, lo: int, chunk_room: int,
         chunk = chunk_room // 2
         tiles = at
         at += 2 * chunk
-    consts = lc.base if to_local else at
-    if not to_local:
+    if part.mode == "held":
+        consts = held_consts
+    elif to_local:
+        consts = lc.base
+    else:
+        consts = at
         at += lc.simd_local + lc.lut_vectors
     copies = 2 if part.double else 1
     stage = {}

