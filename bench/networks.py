@@ -1,6 +1,7 @@
 """The networks users bring, built with ``onnx.helper``: ResNet-50 v2, MobileNetV2, YOLOv4-tiny
-(to its two heads, as Tensil's tutorial compiles it), ResNet-20 v2's shape at any width and
-DeiT-tiny's encoder (``size`` = tokens).
+(to its two heads, as Tensil's tutorial compiles it), EfficientNet-B0 (SiLU and squeeze-excite
+as PyTorch exports them), ResNet-20 v2's shape at any width and DeiT-tiny's encoder (``size``
+= tokens).
 
 Weights are random and He-scaled (std sqrt(2 / fan-in)); every BatchNormalization gets the
 statistics a trained network would have seen: its running mean and variance are measured on
@@ -202,6 +203,52 @@ def mobilenetv2(size: int = 224, classes: int = 1000, seed: int = 0):
     return net, net.model([1, 3, size, size], [net.gemm(x, 1280, classes)], "mobilenetv2")
 
 
+# ------------------------------------------------------------------------- EfficientNet-B0
+
+#: EfficientNet-B0's stages: (expansion, kernel, output channels, blocks, first stride)
+EFFICIENTNET_B0 = [(1, 3, 16, 1, 1), (6, 3, 24, 2, 2), (6, 5, 40, 2, 2), (6, 3, 80, 3, 2),
+                   (6, 5, 112, 3, 1), (6, 5, 192, 4, 2), (6, 3, 320, 1, 1)]
+
+
+def swish(net: Net, x: str) -> str:
+    """SiLU as PyTorch exports it: ``x · Sigmoid(x)``."""
+    return net.node("Mul", [x, net.node("Sigmoid", [x])[0]])[0]
+
+
+def squeeze_excite(net: Net, x: str, c: int, squeezed: int) -> str:
+    """Global average → 1×1 to ``squeezed`` → SiLU → 1×1 back → Sigmoid gate on ``x``."""
+    s = net.node("GlobalAveragePool", [x])[0]
+    s = swish(net, net.conv(s, c, squeezed, 1, bias=True))
+    gate = net.node("Sigmoid", [net.conv(s, squeezed, c, 1, bias=True)])[0]
+    return net.node("Mul", [x, gate])[0]
+
+
+def mbconv(net: Net, x: str, cin: int, cout: int, expand: int, k: int, stride: int) -> str:
+    """MBConv: 1×1 expansion, k×k depthwise, squeeze-excite (a quarter of the input's
+    channels), 1×1 projection; a residual when the shape stays."""
+    hidden = cin * expand
+    y = x
+    if expand != 1:
+        y = swish(net, net.bn(net.conv(y, cin, hidden, 1), hidden))
+    y = swish(net, net.bn(net.conv(y, hidden, hidden, k, stride, groups=hidden), hidden))
+    y = squeeze_excite(net, y, hidden, max(1, cin // 4))
+    y = net.bn(net.conv(y, hidden, cout, 1), cout)
+    return net.node("Add", [x, y])[0] if (stride == 1 and cin == cout) else y
+
+
+def efficientnet_b0(size: int = 224, classes: int = 1000, seed: int = 0):
+    net = Net(seed)
+    x = swish(net, net.bn(net.conv("x", 3, 32, 3, 2), 32))
+    cin = 32
+    for expand, k, c, n, stride in EFFICIENTNET_B0:
+        for i in range(n):
+            x = mbconv(net, x, cin, c, expand, k, stride if i == 0 else 1)
+            cin = c
+    x = swish(net, net.bn(net.conv(x, cin, 1280, 1), 1280))
+    x = net.node("Flatten", [net.node("GlobalAveragePool", [x])[0]])[0]
+    return net, net.model([1, 3, size, size], [net.gemm(x, 1280, classes)], "efficientnet_b0")
+
+
 # --------------------------------------------------------------------------- YOLOv4-tiny
 
 
@@ -301,9 +348,9 @@ def deit_tiny(size: int = 197, classes: int = 1000, seed: int = 0, depth: int = 
 
 
 BUILDERS = {"resnet50v2": resnet50v2, "mobilenetv2": mobilenetv2, "yolov4_tiny": yolov4_tiny,
-            "resnet20v2": resnet20v2, "deit_tiny": deit_tiny}
+            "resnet20v2": resnet20v2, "deit_tiny": deit_tiny, "efficientnet_b0": efficientnet_b0}
 SIZES = {"resnet50v2": 224, "mobilenetv2": 224, "yolov4_tiny": 192, "resnet20v2": 32,
-         "deit_tiny": 197}
+         "deit_tiny": 197, "efficientnet_b0": 224}
 
 
 def calibrate_bn(net: Net, model, samples: int = 4, seed: int = 1):

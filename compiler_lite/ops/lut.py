@@ -139,7 +139,11 @@ def tables(fn, grid: str, lo, hi, arch, pwl: bool):
         slope = np.clip((fn_ - fk) / width, vmin, vmax)
         out = [kf, fk, slope]
     else:
-        mid = np.clip(np.nan_to_num(fn((kf + nxt) / 2), nan=0.0), vmin, vmax)
+        # the open-ended outer segments hold the value at their inner end (the midpoint of
+        # [hi, vmax] would give a growing function's value far beyond its range)
+        at = np.where(np.arange(len(kf)) == 0, nxt, (kf + nxt) / 2)
+        at = np.where(nxt >= vmax, kf, at)
+        mid = np.clip(np.nan_to_num(fn(at), nan=0.0), vmin, vmax)
         out = [kf, mid]
     return [numeric.to_float(numeric.to_fixed(t, dt)[0], dt) for t in out]
 
@@ -185,6 +189,8 @@ def lut_pass(ctx: Lowering, layer, t: Tensor | None, node, fn=None, grid=None, l
     zero = np.zeros(1, dtype=np.int64 if not arch.dtype.is_float else np.float32)
     if evaluate(tabs, zero, arch, pwl)[0] != 0:
         buf.dirty = True                        # padding lanes become f(0)
+    if not pwl and grid == "linear":
+        _note_edges(ctx, node, fn, lo, hi)
     # how good is the approximation, in the data type?
     dt = arch.dtype
     if not dt.is_float:
@@ -200,6 +206,24 @@ def lut_pass(ctx: Lowering, layer, t: Tensor | None, node, fn=None, grid=None, l
         ctx.notes.append(f"{node.label}: {'piecewise-linear' if pwl else 'piecewise-constant'} "
                          f"table of {arch.lut_depth} entries, max error {err:.4f} on its range")
     return step
+
+
+def _note_edges(ctx: Lowering, node, fn, lo, hi) -> None:
+    """A piecewise-constant table holds the value at its range's edges beyond them: say so
+    when the function keeps changing there (SiLU, GELU, Softplus grow with x)."""
+    for edge, far in ((lo, None if lo is None else 2 * lo - (hi or 0)),
+                      (hi, None if hi is None else 2 * hi - (lo or 0))):
+        if edge is None:
+            continue
+        with np.errstate(all="ignore"):
+            f_edge, f_far = float(fn(np.float64(edge))), float(fn(np.float64(far)))
+        if abs(f_far - f_edge) > 0.01 * max(1.0, abs(f_far)):
+            ctx.notes.append(
+                f"{node.label}: one lookup table holds {node.op}'s value at {edge:g} for every "
+                f"input beyond it ({f_edge:.4g} at {far:g}, where it is {f_far:.4g}); "
+                f"lut_count ≥ 2 and simd_registers_depth ≥ 3 give linear segments that "
+                f"follow it")
+            return
 
 
 def lookup_registers(arch) -> list[str]:

@@ -59,3 +59,24 @@ def test_silu_pattern_is_one_table():
     kinds = [i.name for i in c.program]
     assert kinds.count("LoadLUT") == 3 * c.layers[-1].partitions or kinds.count("LoadLUT") <= 6
     assert not any(s.nodes == ["Sigmoid"] for s in c.layers)
+
+
+def test_one_table_holds_the_edge_value_beyond_its_range():
+    """A piecewise-constant SiLU (one table) on inputs past its range (±8) gives the value
+    at the edge, not the value at the middle of the open segment (32,756 in FLOAT32 before),
+    and the compile notes say so; two tables follow the function."""
+    m = make_model([helper.make_node("Swish", ["x"], ["y"])], {"x": (1, 8)}, ["y"],
+                   opset=24)
+    x = np.array([[-30, -12, -4, 0, 4, 9, 12, 30]], dtype=np.float32)
+    try:
+        ref = ort_run(m, {"x": x})["y"]
+    except Exception as e:  # noqa: BLE001 - an older onnxruntime may lack the op
+        pytest.skip(f"onnxruntime cannot run Swish at opset 24: {e}")
+    one = lut_arch(count=1, depth=64, registers=2)
+    c, run = compile_and_run(m, one, {"x": x})
+    got = run.outputs["y"]
+    assert np.all(np.abs(got[0, 5:]) < 9) and np.abs(got[0, :2]).max() < 0.01
+    assert any("holds Swish's value at 8" in n for n in c.notes), c.notes
+    c, run = compile_and_run(m, lut_arch(count=2, depth=64, registers=3), {"x": x})
+    assert np.abs(run.outputs["y"] - ref).max() <= 8 * lsb(one)
+    assert not any("holds" in n for n in c.notes)
