@@ -180,12 +180,18 @@ MOBILENETV2 = ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 9
                (6, 160, 3, 2), (6, 320, 1, 1))
 
 
-def inverted_residual(net: Net, x: str, cin: int, cout: int, expand: int, stride: int) -> str:
+def inverted_residual(net: Net, x: str, cin: int, cout: int, expand: int, stride: int,
+                      k: int = 3, act=relu6, squeeze: int = 0) -> str:
+    """MobileNetV2's block (EfficientNet's MBConv with ``act`` SiLU and ``squeeze``): 1×1
+    expansion, k×k depthwise, squeeze-excite to ``squeeze`` channels when given, 1×1
+    projection; a residual when the shape stays."""
     hidden = cin * expand
     y = x
     if expand != 1:
-        y = relu6(net, net.bn(net.conv(y, cin, hidden, 1), hidden))
-    y = relu6(net, net.bn(net.conv(y, hidden, hidden, 3, stride, groups=hidden), hidden))
+        y = act(net, net.bn(net.conv(y, cin, hidden, 1), hidden))
+    y = act(net, net.bn(net.conv(y, hidden, hidden, k, stride, groups=hidden), hidden))
+    if squeeze:
+        y = squeeze_excite(net, y, hidden, squeeze)
     y = net.bn(net.conv(y, hidden, cout, 1), cout)
     return net.node("Add", [x, y])[0] if (stride == 1 and cin == cout) else y
 
@@ -223,26 +229,14 @@ def squeeze_excite(net: Net, x: str, c: int, squeezed: int) -> str:
     return net.node("Mul", [x, gate])[0]
 
 
-def mbconv(net: Net, x: str, cin: int, cout: int, expand: int, k: int, stride: int) -> str:
-    """MBConv: 1×1 expansion, k×k depthwise, squeeze-excite (a quarter of the input's
-    channels), 1×1 projection; a residual when the shape stays."""
-    hidden = cin * expand
-    y = x
-    if expand != 1:
-        y = swish(net, net.bn(net.conv(y, cin, hidden, 1), hidden))
-    y = swish(net, net.bn(net.conv(y, hidden, hidden, k, stride, groups=hidden), hidden))
-    y = squeeze_excite(net, y, hidden, max(1, cin // 4))
-    y = net.bn(net.conv(y, hidden, cout, 1), cout)
-    return net.node("Add", [x, y])[0] if (stride == 1 and cin == cout) else y
-
-
 def efficientnet_b0(size: int = 224, classes: int = 1000, seed: int = 0):
     net = Net(seed)
     x = swish(net, net.bn(net.conv("x", 3, 32, 3, 2), 32))
     cin = 32
     for expand, k, c, n, stride in EFFICIENTNET_B0:
         for i in range(n):
-            x = mbconv(net, x, cin, c, expand, k, stride if i == 0 else 1)
+            x = inverted_residual(net, x, cin, c, expand, stride if i == 0 else 1, k,
+                                  swish, max(1, cin // 4))
             cin = c
     x = swish(net, net.bn(net.conv(x, cin, 1280, 1), 1280))
     x = net.node("Flatten", [net.node("GlobalAveragePool", [x])[0]])[0]
