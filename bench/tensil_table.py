@@ -48,7 +48,7 @@ from compiler_lite.compile import compile_model  # noqa: E402
 from compiler_lite.summary import figures, mac_utilization  # noqa: E402
 from sim.driver import Driver  # noqa: E402
 from tcu_hw.arch import Architecture, resolve_arch  # noqa: E402
-from tcu_hw.errors import CompileError  # noqa: E402
+from tcu_hw.errors import CompileError, TcuError  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -209,6 +209,8 @@ def main(argv=None) -> int:
                 rows.append(measure(row, key, args))
             except CompileError as e:           # a network that does not fit: say so
                 rows.append({"network": row, "board": BOARDS[key].name, "error": str(e)})
+            except TcuError as e:               # the simulator itself: nothing to measure
+                raise SystemExit(f"{row} on {BOARDS[key].name}: {e}") from None
     print_table(rows, args.backend, args.latency)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))

@@ -2,8 +2,8 @@
 for DRAM1 at each layer's start.
 
 Without this each layer loads its constants and weight tiles when it starts, and the array
-waits for them. With it a *ring* at the top of local memory holds the blocks (tiles, then
-constants) of the layers ahead, loaded while earlier layers compute::
+waits for them. With it a *ring* at the top of local memory holds the blocks (constants, then
+tiles) of the layers ahead, loaded while earlier layers compute::
 
     local:  [ residents | the layer's arena (staging) ...     | ring: blocks of next layers ]
                                                                ^ top − capacity
@@ -13,14 +13,16 @@ and staging areas with the partitioning they would have had anyway (no layer is 
 it). A layer that leaves less, streams its tiles, or has a block larger than the ring is a
 barrier: it loads its own block as before, no load for a later layer is issued before it
 ends, so the ring is empty while it runs and it keeps its whole arena
-(:func:`ring_capacity` chooses the size). Blocks are placed
-one after another, wrapping to the ring's start; a block's load is issued during the layer
-after the last one whose block it overwrites.
+(:func:`ring_capacity` chooses the size). Blocks are placed one after another, wrapping to
+the ring's start (tiles cut between two tiles, constants whole); a block's load is issued
+during the layer after the last one whose block it overwrites.
 
 Pacing (:class:`Prefetcher`): the DRAM unit runs each port's moves in order and queues two,
 and the dispatcher waits at a third, holding up the compute instructions behind it. So the
 loads are spread through the instruction stream: the next goes out when, by the compiler's
-estimate of compute time, the one before it is nearly done (:data:`GUARD`).
+estimate of compute time, the one before it is nearly done (:data:`GUARD`); small blocks go
+with the ones after them (:data:`SMALL_BLOCK`). The emitter calls the pacer between steps
+and between tiles, and forces a layer's own block out before the layer starts.
 """
 
 from __future__ import annotations

