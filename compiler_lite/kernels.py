@@ -98,6 +98,11 @@ class Linear:
     accumulate: bool = False
 
     @property
+    def term_count(self) -> int:
+        """MatMul vectors: one per term."""
+        return len(self.o)
+
+    @property
     def data(self) -> bool:
         """Whether the tiles are data in a buffer (not constants)."""
         return isinstance(self.tiles, DataTiles)
@@ -151,6 +156,11 @@ class LinearBuilder:
             return
         t = self.tiles.add(tile)
         self._parts.append((t, len(self._parts), o, x))
+
+    @property
+    def term_count(self) -> int:
+        """MatMul vectors of the terms added so far."""
+        return sum(len(p[2]) for p in self._parts)
 
     def covered(self) -> np.ndarray:
         """Per vector of ``out``: whether a term added so far writes it."""
@@ -225,6 +235,11 @@ class Load:
     o: np.ndarray
     x: np.ndarray
     add: bool = False
+
+    @property
+    def term_count(self) -> int:
+        """Vectors moved: one per term."""
+        return len(self.o)
 
 
 @dataclass(frozen=True)
@@ -315,3 +330,12 @@ class Layer:
     def written(self) -> list[Buffer]:
         """Buffers the layer stores: its output, then those its :class:`Save` steps write."""
         return [self.out] + [s.to for s in self.steps if isinstance(s, Save)]
+
+
+def sums_in_any_order(layer: Layer) -> bool:
+    """Whether only the layer's producer reads memory, as a sum of terms that could go in
+    any order when its type sums exactly: a Linear over constant tiles, then only in-place
+    SIMD steps (no Load, Reduce or second Linear reads memory, no Save stores midway)."""
+    head, *rest = layer.steps
+    return isinstance(head, Linear) and not head.data and \
+        all(isinstance(s, (Simd, Zero)) for s in rest)

@@ -209,6 +209,11 @@ class ProductBuilder(LinearBuilder):
         self.terms: tuple = ()
         self.layer: Layer | None = None
 
+    @property
+    def term_count(self) -> int:
+        """MatMul vectors of the product's terms (set once they are known)."""
+        return len(self.terms[0]) if self.terms else 0
+
     def build(self, accumulate: bool = False, scale: np.ndarray | None = None,
               offset: np.ndarray | None = None):
         """The product's Linear; ``scale``/``offset`` (out.vectors × n) a folded affine map

@@ -3,12 +3,22 @@ vectors in the accumulators. Padding positions are skipped (they never win a max
 before the pool is folded into it: the chain starts from zero (``relu(max) = max(0, …)``), so
 the ReLU costs one instruction per pooled vector instead of one per input vector.
 
-The smallest partition of a pool is one output pixel, and it holds in the accumulators the
-span of input vectors from its window's first pixel to its last (``KH - 1`` frame rows and
-more, times the vectors per pixel). When that span does not fit, the channels are pooled in
-groups small enough that it does (channels never mix in a max), each group from a compact
+A partition of a pool holds in the accumulators the span of input vectors from its windows'
+first pixel to their last: for one output row, ``KH`` frame rows times the vectors per pixel;
+for one output pixel (the smallest partition), ``KH - 1`` rows and more. When a row's span
+does not fit (partitions of a few pixels would load most of the span again each), the
+channels are pooled in groups small enough that it does (else that a pixel's does; channels
+never mix in a max), each group from a compact
 copy of its channels (a layer of its own, so that the pool's partitions stage the group's
 vectors, not the whole input's), and the output is the groups' concatenation (a view).
+
+A pool whose input the open layer computes joins that layer (its windows read the layer's
+accumulators) unless that recomputes too much: a partition computes its windows' whole span of
+input rows, so neighbouring partitions whose windows overlap (kernel larger than stride)
+compute the shared rows twice, and when one output row's span does not fit the accumulators
+the partitions are a few pixels, each computing rows of input for them. When the recomputed
+work costs more than storing the input and loading it back (:func:`fusing_pays`), the pool
+reads a stored copy instead (ResNet's 7×7 stem and 3×3 pool at 224: 28× the stem's MatMuls).
 """
 
 from __future__ import annotations
@@ -20,7 +30,7 @@ import numpy as np
 
 from ..geometry import check_spatial, pixel_grid, spatial, window_attrs, window_taps
 from ..ir import Tensor, groups
-from ..kernels import Reduce, Simd
+from ..kernels import Linear, LinearBuilder, Load, Reduce, Simd
 from ..registry import op
 
 if TYPE_CHECKING:
@@ -39,9 +49,9 @@ def _standard_lanes(gr, C: int, n: int) -> bool:
     return np.array_equal(gr.lane, c % n) and np.array_equal(gr.off[gr.slot], c // n)
 
 
-def window_pixels(frame, out_hw, kernel, strides, dil, pads) -> int:
-    """The most frame pixels from the first to the last of one output pixel's window: the
-    input one output pixel holds in the accumulators is that many pixels' vectors."""
+def window_bounds(frame, out_hw, kernel, strides, dil, pads) -> tuple[np.ndarray, np.ndarray]:
+    """Per output pixel (images, rows, columns, row-major): the first and the last frame
+    pixel of its window (hi −1 and lo the largest int64 when the window is all padding)."""
     px = replace(frame, Cb=1)
     nn, rr, cc = pixel_grid(frame.N, *out_hw)
     lo = hi = None
@@ -51,24 +61,95 @@ def window_pixels(frame, out_hw, kernel, strides, dil, pads) -> int:
         hi = at if hi is None else np.maximum(hi, at)
         at = np.where(ok, at, np.iinfo(np.int64).max)
         lo = at if lo is None else np.minimum(lo, at)
-    real = hi >= 0
-    return int((hi[real] - lo[real]).max()) + 1 if real.any() else 1
+    return lo, hi
+
+
+def unit_bounds(lo: np.ndarray, hi: np.ndarray, unit: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`window_bounds` over groups of ``unit`` consecutive output pixels (one output
+    row, or one pixel): the first and the last frame pixel any of their windows reads."""
+    lo, hi = lo.reshape(-1, unit), hi.reshape(-1, unit)
+    return np.where(hi >= 0, lo, np.iinfo(np.int64).max).min(axis=1), hi.max(axis=1)
+
+
+def span_pixels(lo: np.ndarray, hi: np.ndarray, unit: int) -> int:
+    """The most frame pixels from the first to the last that ``unit`` consecutive output
+    pixels' windows read: what one such unit holds of the input in the accumulators."""
+    u_lo, u_hi = unit_bounds(lo, hi, unit)
+    real = u_hi >= 0
+    return int((u_hi[real] - u_lo[real]).max()) + 1 if real.any() else 1
+
+
+def group_vectors(lo: np.ndarray, hi: np.ndarray, wo: int, cb: int, depth: int) -> int:
+    """Vectors of each pixel (``cb``, or a power of two below it) to pool at once: the most
+    whose output row fits ``depth`` accumulators with its windows' span, else the most whose
+    output pixel fits (partitions of pixels), else ``cb`` (nothing fits: refused later)."""
+    for unit in (wo, 1):
+        per = span_pixels(lo, hi, unit) + unit
+        g = cb
+        while g > 1 and per * g > depth:
+            g //= 2
+        if per * g <= depth:
+            return g
+    return cb
+
+
+def recompute_factor(lo: np.ndarray, hi: np.ndarray, unit: int, cb: int,
+                     depth: int) -> float | None:
+    """Input pixels computed over the input's pixels when a layer computes its input and
+    pools it in partitions of whole units (output rows or pixels) of ``unit`` output pixels
+    each: every partition computes its windows' span (``lo``, ``hi``: :func:`window_bounds`),
+    and has as many units as fit ``depth`` accumulators with ``cb`` vectors a pixel. None
+    when one unit does not fit."""
+    u_lo, u_hi = unit_bounds(lo, hi, unit)
+    best = None
+    for per in range(1, len(u_lo) + 1):
+        starts = np.arange(0, len(u_lo), per)
+        a, b = np.minimum.reduceat(u_lo, starts), np.maximum.reduceat(u_hi, starts)
+        spans = np.where(b >= 0, b - a + 1, 0)
+        if (spans.max() + per * unit) * cb > depth:
+            break
+        best = spans
+    if best is None:
+        return None
+    read = u_hi >= 0
+    return int(best.sum()) / max(1, int(u_hi.max() - u_lo[read].min() + 1))
+
+
+def fusing_pays(ctx: Lowering, x_name: str, out_hw, kernel, strides, dil, pads) -> bool:
+    """Whether pooling ``x_name`` inside the open layer that computes it costs less than
+    pooling a stored copy: the open layer's MatMul and load terms per vector (``w``) times
+    the input computed again over partitions (``f`` − 1, :func:`recompute_factor` by rows,
+    else by pixels) against a store and ``f`` loads per vector. A pool whose input is not
+    the open layer's is not fused anyway (True)."""
+    layer = ctx.open
+    bufs = ctx.buffers_of(ctx.tensor(x_name))
+    if layer is None or len(bufs) != 1 or bufs[0] is not layer.out or bufs[0].frame is None:
+        return True
+    frame = bufs[0].frame
+    work = (LinearBuilder, Linear, Load)
+    terms = sum(s.term_count for s in layer.steps if isinstance(s, work))
+    w = terms / max(1, layer.out.vectors)
+    lo, hi = window_bounds(frame, out_hw, kernel, strides, dil, pads)
+    depth = ctx.arch.accumulator_depth
+    f = recompute_factor(lo, hi, out_hw[1], frame.Cb, depth)
+    if f is None:
+        f = recompute_factor(lo, hi, 1, frame.Cb, depth)
+    return f is not None and (f - 1) * w <= 1 + f
 
 
 def max_pool(ctx: Lowering, node, x_name: str, kernel, strides, dil, pads) -> None:
-    """Pool ``x_name`` into ``node``'s output: in one go when one output pixel's window fits
-    the accumulators, else in channel groups (see the module docstring)."""
+    """Pool ``x_name`` into ``node``'s output: in one go when one output row's windows fit
+    the accumulators (or, when no group of channels makes a row fit, one output pixel's
+    window), else in channel groups (see the module docstring)."""
     x = ctx.tensor(x_name)
     N, C = x.shape[:2]
     out = node.outputs[0]
     out_shape = ctx.g.shape(out)
     frame = ctx.frame_for(x.shape)
-    per_pixel = window_pixels(frame, spatial(out_shape), kernel, strides, dil, pads) + 1
-    depth = ctx.arch.accumulator_depth
-    cb = frame.Cb
-    while cb > 1 and per_pixel * cb > depth:
-        cb //= 2
-    if cb == frame.Cb or per_pixel * cb > depth:    # fits whole, or not even one block
+    out_hw = spatial(out_shape)
+    lo, hi = window_bounds(frame, out_hw, kernel, strides, dil, pads)
+    cb = group_vectors(lo, hi, out_hw[1], frame.Cb, ctx.arch.accumulator_depth)
+    if cb == frame.Cb:                  # fits whole, or not even one block
         _pool(ctx, x_name, out, out_shape, kernel, strides, dil, pads)
         return
     step = cb * ctx.n
@@ -97,7 +178,8 @@ def _pool(ctx: Lowering, x_name: str, out: str, out_shape, kernel, strides, dil,
         ctx.begin(buf0, ctx.copy_step(x, t0))
         ctx.set(name, t0, internal=True)
         x_name, x = name, t0
-    got = ctx.extend(x_name, allow_reduce=False)
+    fuse = fusing_pays(ctx, x_name, spatial(out_shape), kernel, strides, dil, pads)
+    got = ctx.extend(x_name, allow_reduce=False) if fuse else None
     if got is None:             # a copy of the input that only the windows read
         got = ctx.copy_layer(x, f"{out}:window")
         got[0].name = out

@@ -326,6 +326,43 @@ def test_pool_whose_window_alone_exceeds_the_accumulators_is_refused_by_name():
         compile_model(m, small_arch())
 
 
+# ------------------------------------------------- pools fused into their producer or not
+
+def stem(width: int, kernel: int, stride: int):
+    """ResNet's stem at a small scale: a 7×7 stride-2 convolution of three channels to 16,
+    ReLU, then a ``kernel`` × ``kernel`` max pool of ``stride``."""
+    w = rand((16, 3, 7, 7), 1, 0.3)
+    pad = [kernel // 2] * 4 if kernel == 3 else [0] * 4
+    return chain([node("Conv", ["x", "w"], ["c"], strides=[2, 2], pads=[3] * 4),
+                  node("Relu", ["c"], ["r"]),
+                  node("MaxPool", ["r"], ["y"], kernel_shape=[kernel] * 2,
+                       strides=[stride] * 2, pads=pad)],
+                 {"x": (1, 3, width, width)}, ["y"], {"w": w})
+
+
+@pytest.mark.parametrize("width, kernel, stride, fused", [(48, 3, 2, False), (16, 3, 2, False),
+                                                           (32, 2, 2, True)])
+def test_pool_recomputing_its_producer_reads_a_stored_copy(width, kernel, stride, fused):
+    """A pool's partitions compute their windows' span of the layer that feeds it. A 3×3
+    stride-2 pool after ResNet's 7×7 stem shares a row between neighbouring partitions, and
+    at 48 wide one output row's span (3 rows of 24 pixels × 4 vectors) exceeds the small
+    architecture's 256 accumulators, so fused partitions would be a few pixels each
+    recomputing two rows of the stem: the pool reads a stored copy, and every MatMul term of
+    the stem runs once (at 16 wide the partitions are rows, and the row they share still
+    costs more than a copy). A 2×2 stride-2 pool whose row fits shares nothing and stays in
+    the stem's layer. onnxruntime's result either way."""
+    m, feeds = stem(width, kernel, stride)
+    arch = float_arch(small_arch())
+    low = Lowering(load_graph(m, None, None, source="model.onnx"), arch)
+    low.run()
+    terms = sum(len(s.o) for lay in low.layers for s in lay.steps if isinstance(s, Linear))
+    c, run = compile_and_run(m, arch, feeds)
+    conv = [lay for lay in c.layers if lay.matmul_vectors]
+    assert len(conv) == 1 and conv[0].matmul_vectors == terms, (conv, terms)
+    assert (len(c.layers) == 1) == fused, [lay.name for lay in c.layers]
+    np.testing.assert_allclose(run.outputs["y"], ort_run(m, feeds)["y"], rtol=1e-5, atol=1e-5)
+
+
 # ------------------------------------------------------ padding taps of a convolution
 
 @pytest.mark.parametrize("height, width", [(6, 8), (5, 40), (1, 9)])
