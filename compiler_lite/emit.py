@@ -27,7 +27,7 @@ tile (one LoadWeights, then its MatMuls rolled up into strided runs), then each 
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from operator import attrgetter
 from typing import Callable
 
@@ -37,10 +37,10 @@ from tcu_hw.errors import CompileError
 from tcu_hw.isa import (SIMD, DataMove, DataMoveKind, LoadLUT, LoadWeights, MatMul,
                         SimdOp as Op)
 
-from .ir import Buffer, Space, distinct
+from .ir import Buffer, Space, distinct, first_indices
 from .kernels import (ACCUMULATE, ANY, OVERWRITE, Layer, Linear, Load, Reduce, Save, Simd,
-                      Zero)
-from .partition import (Arena, Partitioning, PartitionSearch, layout_arena, ranges_fn,
+                      Zero, sums_in_any_order)
+from .partition import (Arena, Partitioning, PartitionSearch, Stage, layout_arena, ranges_fn,
                         spans_fn)
 from .plan import LayerConsts, MemoryPlan, acc_buffers
 from .prefetch import Block, LayerRoom, Prefetcher, plan_ring
@@ -217,7 +217,7 @@ class Emitter:
         if li not in self.barriers:                 # (the ring is empty during a barrier)
             hi -= self.ring
         search = cut.search.resized(hi - lo, held is not None)
-        part = search.choose()
+        part = search.choose() or search.chunked()
         if part is None:
             need = search.smallest()
             self.fail(layer, f"does not fit: the smallest partition ({search.units[-1]} "
@@ -259,7 +259,8 @@ class Emitter:
             search = PartitionSearch(layer.out, staged, ranges_of, spans_of, lc, 0,
                                      0 if to_local else lc.simd_local + lc.lut_vectors,
                                      self.arch.accumulator_depth, to_local,
-                                     tuple(layer.written[1:]))
+                                     tuple(layer.written[1:]),
+                                     self.arch.dtype.is_integer and sums_in_any_order(layer))
             self.cuts[li] = LayerCut(search, staged, acc_bufs, ranges_of, spans_of)
         return self.cuts[li]
 
@@ -275,14 +276,14 @@ class Emitter:
         for li in range(len(self.layers)):
             lc, search = self.plan.layers[li], self._cut(li).search
             alone = search.resized(top - self.plan.local_top[li], False)
-            part = alone.choose()
+            part = alone.choose() or alone.chunked()
             if part is None:
                 return                          # emit_layer says why
             room = alone.room(part.need)
             consts = lc.simd_local + lc.lut_vectors
             starts = tuple(sorted({r.offset - lc.tile_base for refs in lc.tiles for r in refs}))
-            rooms.append(LayerRoom(lc.tile_vectors, consts,
-                                   None if part.mode == "stream" else room + consts,
+            barrier = part.mode == "stream" or part.chunk
+            rooms.append(LayerRoom(lc.tile_vectors, consts, None if barrier else room + consts,
                                    starts or (0,)))
         self.ring, self.blocks, self.barriers = plan_ring(rooms, top)
         if self.blocks:
@@ -352,13 +353,16 @@ class Emitter:
         """DRAM → local loads of partition ``p``'s staged sources."""
         a, b = job.part.bounds[p]
         for buf, stg in job.spans_of(job.ranges_of(a, b)).items():
-            kind = KIND_IN[buf.home[0]]
-            base = job.arena.stage[buf][job.slot(p)]
-            if stg.needed is None:
-                self.move(kind, base, buf.home[1] + stg.lo, stg.hi - stg.lo)
-            else:
-                self.moves(kind, base + np.arange(len(stg.needed)), buf.home[1] + stg.needed)
-            job.stats.dram_vectors += stg.size
+            self._load_stage(buf, stg, job.arena.stage[buf][job.slot(p)], job.stats)
+
+    def _load_stage(self, buf: Buffer, stg: Stage, base: int, stats: LayerStats) -> None:
+        """DRAM → local load of ``stg`` of staged source ``buf`` to local ``base`` on."""
+        kind = KIND_IN[buf.home[0]]
+        if stg.needed is None:
+            self.move(kind, base, buf.home[1] + stg.lo, stg.hi - stg.lo)
+        else:
+            self.moves(kind, base + np.arange(len(stg.needed)), buf.home[1] + stg.needed)
+        stats.dram_vectors += stg.size
 
     def emit_partition(self, job: LayerJob, p: int) -> None:
         """Partition ``p``: its loads (the next partition's when double-buffered), the
@@ -367,7 +371,7 @@ class Emitter:
         if part.double:
             if p + 1 < len(part.bounds):
                 self._load_sources(job, p + 1)
-        else:
+        elif not part.chunk:                    # (chunks load as the terms go)
             self._load_sources(job, p)
         a, b = part.bounds[p]
         R = job.ranges_of(a, b)
@@ -381,7 +385,9 @@ class Emitter:
         view = PartitionView(R, job.spans_of(R), acc_at, stage, self.space)
         for k, s in enumerate(job.layer.steps):
             self._feed()
-            if isinstance(s, Linear):
+            if isinstance(s, Linear) and part.chunk:
+                self._emit_chunked(job, k, s, view)
+            elif isinstance(s, Linear):
                 self._emit_linear(job, k, s, view)
             elif isinstance(s, Load):
                 self._emit_load(s, view)
@@ -513,6 +519,51 @@ class Emitter:
                     self.out.append(MatMul(int(la[seg][j]) if not zero_flag else 0, c0,
                                            int(aa[seg][j]), c1, cnt - 1, acc_flag, zero_flag))
                     job.stats.matmul_vectors += cnt
+
+    def _emit_chunked(self, job: LayerJob, k: int, s: Linear, view: PartitionView) -> None:
+        """Linear step ``k`` with its one staged source loaded chunk by chunk (partitioning
+        ``chunk``, :meth:`.partition.PartitionSearch.chunked`): the two areas take chunks in
+        turn (the next loads while this one's terms run), the terms go chunk by chunk in
+        tile order within each, and each output vector's first term overwrites. The sums
+        are exact (integer types), so their order does not change them."""
+        if not view.spans:                      # (nothing of the source in this partition)
+            self._emit_linear(job, k, s, view)
+            return
+        (buf, stg), = view.spans.items()
+        rel = np.arange(stg.lo, stg.hi) if stg.needed is None else stg.needed
+        size = job.part.chunk
+        lo, hi = view.ranges[s.out]
+        sel = np.nonzero((s.o >= lo) & (s.o < hi))[0]
+        which = np.zeros(len(sel), dtype=np.int64)      # the chunk of every term (resident
+        x = s.x[sel] - buf.start                        # sources and zeroes: the first)
+        staged = (x >= 0) & (x < buf.vectors) & (s.x[sel] >= 0)
+        which[staged] = np.searchsorted(rel, x[staged]) // size
+        order = np.argsort(which, kind="stable")
+        sel, which = sel[order], which[order]
+        o = s.o[sel]
+        first = np.full(len(sel), ACCUMULATE, dtype=np.int64)
+        if not s.accumulate:
+            first[first_indices(o)] = OVERWRITE
+        areas = job.arena.stage[buf]
+        pieces = [rel[j:j + size] for j in range(0, len(rel), size)]
+        for j, piece in enumerate(pieces):
+            if j == 0:
+                self._load_piece(buf, piece, areas[0], job.stats)
+            if j + 1 < len(pieces):
+                self._load_piece(buf, pieces[j + 1], areas[(j + 1) % 2], job.stats)
+            m = which == j
+            sub = Linear(s.out, o[m], s.x[sel][m], s.t[sel][m], first[m], s.tiles, 0,
+                         s.accumulate)
+            contiguous = int(piece[-1]) - int(piece[0]) + 1 == len(piece)
+            part = Stage(int(piece[0]), int(piece[-1]) + 1, None if contiguous else piece)
+            self._emit_linear(job, k, sub, replace(view, spans={buf: part},
+                                                   stage={buf: areas[j % 2]}))
+
+    def _load_piece(self, buf: Buffer, piece: np.ndarray, base: int, stats) -> None:
+        """One chunk (``piece``: sorted vectors of ``buf``) into local ``base`` on."""
+        contiguous = int(piece[-1]) - int(piece[0]) + 1 == len(piece)
+        self._load_stage(buf, Stage(int(piece[0]), int(piece[-1]) + 1,
+                                    None if contiguous else piece), base, stats)
 
     def _batched_runs(self, whole, seg_starts, seg_ends, o, real, first, la, aa) -> dict:
         """The runs of the segments :func:`whole_runs` did not answer and whose terms go in

@@ -43,6 +43,10 @@ DRAM_VECTORS_PER_INSTRUCTION = 16
 #: ... and without double buffering each partition waits for its loads.
 SINGLE_BUFFER_COST = 1
 
+#: The fewest vectors a chunk of a source loaded chunk by chunk holds
+#: (:meth:`PartitionSearch.chunked`).
+CHUNK_MIN = 16
+
 
 @dataclass
 class Stage:
@@ -170,7 +174,9 @@ class Partitioning:
     ``mode`` says where the weight tiles are in local memory: "all" loaded once, "stream" in
     two chunks loaded as the MatMuls go, "held" loaded ahead into the ring (outside
     this layer's arena), "none" read where the constants image has them (the constants live
-    in local memory).
+    in local memory). ``chunk`` (:meth:`PartitionSearch.chunked`): the layer's one staged
+    source is loaded into two areas of ``chunk`` vectors in turn, each partition's terms
+    going chunk by chunk.
     """
 
     mode: str                           # tiles: "all", "stream", "held" or "none"
@@ -178,6 +184,7 @@ class Partitioning:
     rows: int
     units: int                          # vectors per row: a frame row, or one pixel
     need: Need                          # checked on every partition
+    chunk: int = 0                      # > 0: the source loads in chunks of this many vectors
 
     @property
     def bounds(self) -> list[tuple[int, int]]:
@@ -193,13 +200,16 @@ class PartitionSearch:
     ``fixed_local`` is what the arena holds besides tiles and staging (the constants).
     ``saves``: buffers the layer also stores, partition by partition like ``out``.
     :meth:`resized` gives the search for another arena, or for tiles and constants already
-    in local memory outside the arena (``held``, mode "held").
+    in local memory outside the arena (``held``, mode "held"). ``chunkable``: the layer may
+    load its one staged source chunk by chunk when nothing else fits (:meth:`chunked`).
     """
 
     def __init__(self, out: Buffer, staged: list[Buffer], ranges_of: Callable,
                  spans_of: Callable, lc: LayerConsts, arena: int, fixed_local: int,
-                 acc_depth: int, to_local: bool, saves: tuple = ()) -> None:
+                 acc_depth: int, to_local: bool, saves: tuple = (),
+                 chunkable: bool = False) -> None:
         self.out = out
+        self.chunkable = chunkable and len(staged) == 1
         self.staged = staged
         self.ranges_of = ranges_of
         self.spans_of = spans_of
@@ -330,6 +340,35 @@ class PartitionSearch:
                                     self.need(units, rows, double, sample=False))
         return None
 
+    def chunked(self) -> Partitioning | None:
+        """When no partition's sources fit the arena whole and the layer may sum its terms
+        in any order (``chunkable``: one staged source, integer sums): partitions as large
+        as the accumulators allow, the source loaded chunk by chunk into two areas that
+        take what the tiles and the output staging leave (at least :data:`CHUNK_MIN`
+        vectors each). None otherwise."""
+        if not self.chunkable:
+            return None
+        mode = self.modes()[0]                  # "all", or "held" / "none"
+        tiles = self.tile_vectors if mode == "all" else 0
+        for units in self.units:
+            lo, hi, rows = 1, self.rows(units), None
+            while lo <= hi:                     # the most rows the accumulators hold
+                mid = (lo + hi) // 2
+                if self.need(units, mid, False).acc <= self.acc_depth:
+                    rows, lo = mid, mid + 1
+                else:
+                    hi = mid - 1
+            while rows and self.need(units, rows, False, sample=False).acc > self.acc_depth:
+                rows -= 1
+            if not rows:
+                continue
+            need = self.need(units, rows, False, sample=False)
+            staging = need.local - sum(need.stage.values())     # the output's
+            chunk = (self.arena - self.fixed_local - staging - tiles) // 2
+            if chunk >= CHUNK_MIN:
+                return Partitioning(mode, False, rows, units, need, chunk)
+        return None
+
     def smallest(self) -> Need:
         """What the smallest partition needs (for the error when nothing fits)."""
         return self.need(self.units[-1], 1, False, sample=False)
@@ -371,11 +410,13 @@ def layout_arena(part: Partitioning, lc: LayerConsts, lo: int, chunk_room: int,
     else:
         consts = at
         at += lc.simd_local + lc.lut_vectors
-    copies = 2 if part.double else 1
+    copies = 2 if part.double or part.chunk else 1
     stage = {}
     for buf in staged:
-        stage[buf] = [at + j * part.need.stage[buf] for j in range(copies)]
-        at += part.need.stage[buf] * copies
+        size = part.chunk or part.need.stage[buf]
+        stage[buf] = [at + j * size for j in range(copies)]
+        at += size * copies
+    copies = 2 if part.double else 1
     out_stage = {}
     for buf in out_staged:
         out_stage[buf] = [at + j * part.need.out for j in range(copies)]

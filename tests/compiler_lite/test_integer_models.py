@@ -401,6 +401,28 @@ def test_refusals_name_the_node(tmp_path):
         and "alpha 3.0" in text
 
 
+@pytest.mark.parametrize("kind, size", [("int8", 64), ("int16", 160)])
+def test_global_average_over_a_map_larger_than_local_memory(kind, size, tmp_path):
+    """An integer global average keeps its exact sums in the accumulators, so one partition
+    reads the whole map: 16 channels at 64 × 64 are 8,192 vectors on pynqz1_int8 (its local
+    memory has 8,192), at 160 × 160 25,600 on ultra96v2_int16 (20,480). The map is loaded
+    chunk by chunk into two areas in turn, each vector once, and the result is
+    onnxruntime's."""
+    nodes = [helper.make_node("GlobalAveragePool", ["x"], ["g"]),
+             helper.make_node("Flatten", ["g"], ["f"]),
+             helper.make_node("Gemm", ["f", "wf", "bf"], ["y"], transB=1)]
+    m = make_model(nodes, {"x": (1, 16, size, size)}, ["y"],
+                   {"wf": he((10, 16), 21), "bf": rand((10,), 22, 0.1)}, opset=13)
+    q, shape = quantized(m, kind, tmp_path, samples=2)
+    c = compile_model(str(q), ARCHS[kind])
+    gap = next(st for st in c.layers if "GlobalAveragePool" in " ".join(st.nodes))
+    vectors = size * size * -(-16 // c.arch.array_size)
+    assert vectors <= gap.dram_vectors < vectors + 64, gap.dram_vectors   # (+ its constants)
+    x = {"x": rand(shape, 7)}
+    got, ref = run_emulator(c, x).outputs, ort_run(str(q), x)
+    np.testing.assert_array_equal(got["y"], ref["y"])
+
+
 def test_two_outputs_dequantize_one_tensor(tmp_path):
     """Two graph outputs, each a DequantizeLinear of the same quantized tensor."""
     q, shape = quantized(make_model([helper.make_node("Conv", ["x", "w"], ["y1"])],
