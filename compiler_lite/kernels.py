@@ -162,6 +162,13 @@ class LinearBuilder:
         """MatMul vectors of the terms added so far."""
         return sum(len(p[2]) for p in self._parts)
 
+    def sources(self) -> np.ndarray:
+        """Virtual vectors the terms added so far read (padding terms left out)."""
+        if not self._parts:
+            return np.zeros(0, dtype=np.int64)
+        x = np.concatenate([p[3] for p in self._parts])
+        return x[x >= 0]
+
     def covered(self) -> np.ndarray:
         """Per vector of ``out``: whether a term added so far writes it."""
         mask = np.zeros(self.out.vectors, dtype=bool)
@@ -335,7 +342,8 @@ class Layer:
 def sums_in_any_order(layer: Layer) -> bool:
     """Whether only the layer's producer reads memory, as a sum of terms that could go in
     any order when its type sums exactly: a Linear over constant tiles, then only in-place
-    SIMD steps (no Load, Reduce or second Linear reads memory, no Save stores midway)."""
+    SIMD and Zero steps (no Load, Reduce or second Linear reads memory, no Save stores
+    midway)."""
     head, *rest = layer.steps
     return isinstance(head, Linear) and not head.data and \
         all(isinstance(s, (Simd, Zero)) for s in rest)

@@ -5,8 +5,9 @@ when a row does not fit. :class:`PartitionSearch` finds, for each way of holding
 tiles (all resident, or streamed in two chunks; or "held": loaded ahead into the ring, outside
 the arena, see :mod:`compiler_lite.prefetch`) with and without double-buffered staging, the
 largest partition that fits the accumulators and the local arena, and keeps the cheapest
-(see the ``*_COST`` constants). :func:`layout_arena` then places tiles, constants and staging
-areas (see :mod:`compiler_lite.emit` for the picture).
+(see the ``*_COST`` constants); when none fits and the layer's sum may go in any order, its
+source loads in chunks (:meth:`PartitionSearch.chunked`). :func:`layout_arena` then places
+tiles, constants and staging areas (see :mod:`compiler_lite.emit` for the picture).
 """
 
 from __future__ import annotations
@@ -202,12 +203,14 @@ class PartitionSearch:
     :meth:`resized` gives the search for another arena, or for tiles and constants already
     in local memory outside the arena (``held``, mode "held"). ``chunkable``: the layer may
     load its one staged source chunk by chunk when nothing else fits (:meth:`chunked`).
+    ``units``: the partition units to try, largest first (default: a row of ``out``, then
+    a pixel's channel blocks).
     """
 
     def __init__(self, out: Buffer, staged: list[Buffer], ranges_of: Callable,
                  spans_of: Callable, lc: LayerConsts, arena: int, fixed_local: int,
                  acc_depth: int, to_local: bool, saves: tuple = (),
-                 chunkable: bool = False) -> None:
+                 chunkable: bool = False, units: list[int] | None = None) -> None:
         self.out = out
         self.chunkable = chunkable and len(staged) == 1
         self.staged = staged
@@ -225,9 +228,9 @@ class PartitionSearch:
         self.max_tile = max((r.rows + 1 for refs in lc.tiles for r in refs), default=0)
         # stored outputs that go to DRAM0 through a staging area
         self.out_staged = [b for b in (out, *saves) if b.home is None or b.home[0] != "local"]
-        self.units = [out.row]          # whole frame rows, else pixels (one channel block)
+        self.units = units or [out.row]     # whole frame rows, else pixels (one channel block)
         pixel = out.frame.Cb if out.frame is not None else 1
-        if pixel < out.row:
+        if units is None and pixel < out.row:
             self.units.append(pixel)
         self._seen: dict = {}           # (units, rows, sampled) → what need() found
 
@@ -349,25 +352,31 @@ class PartitionSearch:
         if not self.chunkable:
             return None
         mode = self.modes()[0]                  # "all", or "held" / "none"
-        tiles = self.tile_vectors if mode == "all" else 0
         for units in self.units:
             lo, hi, rows = 1, self.rows(units), None
-            while lo <= hi:                     # the most rows the accumulators hold
+            while lo <= hi:                     # the most rows that fit, chunks as well
                 mid = (lo + hi) // 2
-                if self.need(units, mid, False).acc <= self.acc_depth:
+                if self._chunk(units, mid, mode, True) >= CHUNK_MIN:
                     rows, lo = mid, mid + 1
                 else:
                     hi = mid - 1
-            while rows and self.need(units, rows, False, sample=False).acc > self.acc_depth:
+            while rows and self._chunk(units, rows, mode, False) < CHUNK_MIN:
                 rows -= 1
-            if not rows:
-                continue
-            need = self.need(units, rows, False, sample=False)
-            staging = need.local - sum(need.stage.values())     # the output's
-            chunk = (self.arena - self.fixed_local - staging - tiles) // 2
-            if chunk >= CHUNK_MIN:
-                return Partitioning(mode, False, rows, units, need, chunk)
+            if rows:
+                return Partitioning(mode, False, rows, units,
+                                    self.need(units, rows, False, sample=False),
+                                    self._chunk(units, rows, mode, False))
         return None
+
+    def _chunk(self, units: int, rows: int, mode: str, sample: bool) -> int:
+        """Vectors of each of two chunk areas that partitions of ``rows`` rows leave (0
+        when the accumulators do not hold them)."""
+        need = self.need(units, rows, False, sample)
+        if need.acc > self.acc_depth:
+            return 0
+        staging = need.local - sum(need.stage.values())     # the output's
+        tiles = self.tile_vectors if mode == "all" else 0
+        return max(0, (self.arena - self.fixed_local - staging - tiles) // 2)
 
     def smallest(self) -> Need:
         """What the smallest partition needs (for the error when nothing fits)."""

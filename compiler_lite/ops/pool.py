@@ -3,9 +3,10 @@ vectors in the accumulators. Padding positions are skipped (they never win a max
 before the pool is folded into it: the chain starts from zero (``relu(max) = max(0, …)``), so
 the ReLU costs one instruction per pooled vector instead of one per input vector.
 
-A partition of a pool holds in the accumulators the span of input vectors from its windows'
-first pixel to their last: for one output row, ``KH`` frame rows times the vectors per pixel;
-for one output pixel (the smallest partition), ``KH - 1`` rows and more. When a row's span
+A partition of a pool holds in the accumulators the span of input vectors from its
+windows' first pixel to their last: for one output row, ``(KH - 1)·dilation + 1`` frame rows
+times the vectors per pixel; for one output pixel (the smallest partition), a row less and
+more. When a row's span
 does not fit (partitions of a few pixels would load most of the span again each), the
 channels are pooled in groups small enough that it does (else that a pixel's does; channels
 never mix in a max), each group from a compact
@@ -95,11 +96,11 @@ def group_vectors(lo: np.ndarray, hi: np.ndarray, wo: int, cb: int, depth: int) 
 
 def recompute_factor(lo: np.ndarray, hi: np.ndarray, unit: int, cb: int,
                      depth: int) -> float | None:
-    """Input pixels computed over the input's pixels when a layer computes its input and
-    pools it in partitions of whole units (output rows or pixels) of ``unit`` output pixels
-    each: every partition computes its windows' span (``lo``, ``hi``: :func:`window_bounds`),
-    and has as many units as fit ``depth`` accumulators with ``cb`` vectors a pixel. None
-    when one unit does not fit."""
+    """Input pixels computed, over the span of input pixels the pool reads (first to last),
+    when a layer computes its input and pools it in partitions of whole units (output rows
+    or pixels) of ``unit`` output pixels each: every partition computes its windows' span
+    (``lo``, ``hi``: :func:`window_bounds`), and has as many units as fit ``depth`` vectors
+    with ``cb`` vectors a pixel. None when one unit does not fit."""
     u_lo, u_hi = unit_bounds(lo, hi, unit)
     best = None
     for per in range(1, len(u_lo) + 1):
@@ -112,25 +113,37 @@ def recompute_factor(lo: np.ndarray, hi: np.ndarray, unit: int, cb: int,
     if best is None:
         return None
     read = u_hi >= 0
-    return int(best.sum()) / max(1, int(u_hi.max() - u_lo[read].min() + 1))
+    if not read.any():                  # every window in the padding: nothing is read
+        return 1.0
+    return int(best.sum()) / int(u_hi.max() - u_lo[read].min() + 1)
+
+
+def staging_room(arch, layer, work: list) -> int:
+    """Vectors of ``layer``'s output whose sources fit half the local memory twice (double
+    buffered beside the tiles): the partitions of a fused layer stage its sources too."""
+    xs = [s.x[s.x >= 0] if isinstance(s, Load) else s.sources() for s in work]
+    xs = [x for x in xs if len(x)]
+    sources = len(np.unique(np.concatenate(xs))) if xs else 0
+    per = sources / max(1, layer.out.vectors)           # source vectors per output vector
+    return int(arch.local_depth / 4 / per) if per else arch.local_depth
 
 
 def fusing_pays(ctx: Lowering, x_name: str, out_hw, kernel, strides, dil, pads) -> bool:
     """Whether pooling ``x_name`` inside the open layer that computes it costs less than
     pooling a stored copy: the open layer's MatMul and load terms per vector (``w``) times
     the input computed again over partitions (``f`` − 1, :func:`recompute_factor` by rows,
-    else by pixels) against a store and ``f`` loads per vector. A pool whose input is not
-    the open layer's is not fused anyway (True)."""
+    else by pixels; partitions as large as the accumulators and :func:`staging_room`
+    allow) against a store and ``f`` loads per vector. A pool whose input is not the open
+    layer's is not fused anyway (True)."""
     layer = ctx.open
     bufs = ctx.buffers_of(ctx.tensor(x_name))
     if layer is None or len(bufs) != 1 or bufs[0] is not layer.out or bufs[0].frame is None:
         return True
     frame = bufs[0].frame
-    work = (LinearBuilder, Linear, Load)
-    terms = sum(s.term_count for s in layer.steps if isinstance(s, work))
-    w = terms / max(1, layer.out.vectors)
+    work = [s for s in layer.steps if isinstance(s, (LinearBuilder, Linear, Load))]
+    w = sum(s.term_count for s in work) / max(1, layer.out.vectors)
     lo, hi = window_bounds(frame, out_hw, kernel, strides, dil, pads)
-    depth = ctx.arch.accumulator_depth
+    depth = min(ctx.arch.accumulator_depth, staging_room(ctx.arch, layer, work))
     f = recompute_factor(lo, hi, out_hw[1], frame.Cb, depth)
     if f is None:
         f = recompute_factor(lo, hi, 1, frame.Cb, depth)

@@ -423,6 +423,32 @@ def test_global_average_over_a_map_larger_than_local_memory(kind, size, tmp_path
     np.testing.assert_array_equal(got["y"], ref["y"])
 
 
+def test_chunked_partitions_leave_room_for_their_chunks(tmp_path):
+    """An INT8 16×16 average pool (stride 1) over 40 × 40 on 1,024 local vectors: with
+    1,024 accumulators the largest partition's output staging would leave no room for the
+    source's chunks, so the partitions shrink until it does; the program gives the bits of
+    the one that stages whole sources in a 16K local memory."""
+    from tcu_hw.arch import preset
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"]),
+             helper.make_node("AveragePool", ["c"], ["a"], kernel_shape=[16, 16],
+                              strides=[1, 1]),
+             helper.make_node("Conv", ["a", "w2", "b2"], ["y"])]
+    m = make_model(nodes, {"x": (1, 16, 40, 40)}, ["y"],
+                   {"w": he((16, 16, 1, 1), 51), "b": rand((16,), 52, 0.1),
+                    "w2": he((4, 16, 1, 1), 53), "b2": rand((4,), 54, 0.1)}, opset=13)
+    q, shape = quantized(m, "int8", tmp_path, samples=2)
+
+    def arch(local):
+        return preset("cmoda7").with_changes(
+            "smallint", data_type="INT8", local_depth=local, accumulator_depth=1024,
+            simd_registers_depth=4, dram0_depth=1 << 16, dram1_depth=1 << 16)
+
+    x = {"x": rand(shape, 7)}
+    got = run_emulator(compile_model(str(q), arch(1024)), x).raw["y"]
+    want = run_emulator(compile_model(str(q), arch(1 << 14)), x).raw["y"]
+    np.testing.assert_array_equal(got, want)
+
+
 def test_two_outputs_dequantize_one_tensor(tmp_path):
     """Two graph outputs, each a DequantizeLinear of the same quantized tensor."""
     q, shape = quantized(make_model([helper.make_node("Conv", ["x", "w"], ["y1"])],

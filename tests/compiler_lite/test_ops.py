@@ -363,6 +363,13 @@ def test_pool_recomputing_its_producer_reads_a_stored_copy(width, kernel, stride
     np.testing.assert_allclose(run.outputs["y"], ort_run(m, feeds)["y"], rtol=1e-5, atol=1e-5)
 
 
+def test_recompute_factor_of_windows_all_in_the_padding_is_one():
+    """Windows that read nothing (all in the padding) recompute nothing."""
+    from compiler_lite.ops.pool import recompute_factor
+    none = np.full(8, -1, dtype=np.int64)
+    assert recompute_factor(np.full(8, np.iinfo(np.int64).max), none, 8, 2, 256) == 1.0
+
+
 # ------------------------------------------------------ padding taps of a convolution
 
 @pytest.mark.parametrize("height, width", [(6, 8), (5, 40), (1, 9)])
