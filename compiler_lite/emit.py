@@ -13,6 +13,13 @@ When the constants live in DRAM1, a ring at the top of local memory holds the ti
 constants of the layers ahead, loaded while earlier layers compute (:mod:`.prefetch`); such a
 layer's arena has no tiles or constants of its own (mode "held").
 
+Two variants: an exact integer sum whose one staged source does not fit even for the smallest
+partition loads it chunk by chunk into two source areas in turn, the loads going between the
+terms (:meth:`Emitter._emit_chunked`; one output staging area); and a layer whose tiles
+stream and whose pixels hold many channel blocks may order its accumulators by channel
+groups (:mod:`compiler_lite.groups`): its partitions are ranges of those positions, and the
+stores put the vectors back in place.
+
 Within a partition (:meth:`Emitter.emit_partition`) the producer's terms are emitted tile by
 tile (one LoadWeights, then its MatMuls rolled up into strided runs), then each in-place step
 (a Save stores the partition's output vectors as they are at that point), then the store.
@@ -37,6 +44,7 @@ from tcu_hw.errors import CompileError
 from tcu_hw.isa import (SIMD, DataMove, DataMoveKind, LoadLUT, LoadWeights, MatMul,
                         SimdOp as Op)
 
+from .groups import choose_groups, group_units, grouped, regroup_tiles
 from .ir import Buffer, Space, distinct, first_indices
 from .kernels import (ACCUMULATE, ANY, OVERWRITE, Layer, Linear, Load, Reduce, Save, Simd,
                       Zero, sums_in_any_order)
@@ -68,6 +76,7 @@ class LayerStats:
     acc_used: int = 0
     const_util: float | None = None
     saturated: int = 0
+    groups: int = 1                 # channel groups of the output (compiler_lite.groups)
 
 
 # ------------------------------------------------------------------------------ partitions
@@ -84,6 +93,7 @@ class LayerJob:
     ranges_of: Callable             # (a, b) → {acc buffer: (lo, hi)}
     spans_of: Callable              # ranges → {staged buffer: Stage}
     stats: LayerStats
+    order: np.ndarray | None = None     # accumulator position → output vector (groups)
 
     def slot(self, p: int) -> int:
         """Which copy of the staging areas partition ``p`` uses."""
@@ -99,6 +109,9 @@ class LayerCut:
     acc_bufs: list[Buffer]
     ranges_of: Callable
     spans_of: Callable
+    layer: Layer                    # the layer as emitted (in group-major positions, groups)
+    order: np.ndarray | None = None     # accumulator position → output vector (groups)
+    groups: int = 1
 
 
 @dataclass
@@ -241,28 +254,50 @@ class Emitter:
         self._prologue(lc, part.mode, arena, st)
         self._feed()
         self.current_tile = None
-        job = LayerJob(layer, lc, part, arena, cut.acc_bufs, cut.ranges_of, cut.spans_of, st)
+        job = LayerJob(cut.layer, lc, part, arena, cut.acc_bufs, cut.ranges_of, cut.spans_of,
+                       st, cut.order)
+        st.groups = cut.groups
         if part.double and part.bounds:
             self._load_sources(job, 0)
         for p in range(len(part.bounds)):
             self.emit_partition(job, p)
 
     def _cut(self, li: int) -> LayerCut:
-        """Layer ``li``'s partition search and what it was made from (made once)."""
+        """Layer ``li``'s partition search and what it was made from (made once), its
+        output in channel groups when that pays (:mod:`compiler_lite.groups`: the tiles
+        are then laid out again in the constants image, before anything loads them)."""
         if li not in self.cuts:
             layer, lc = self.layers[li], self.plan.layers[li]
-            to_local = self.plan.consts_to_local
-            acc_bufs = acc_buffers(layer)
-            staged = [b for b in self._sources(layer) if b.home[0] != "local"]
-            ranges_of = ranges_fn(layer, acc_bufs)
-            spans_of = spans_fn(self.space, layer, staged)
-            search = PartitionSearch(layer.out, staged, ranges_of, spans_of, lc, 0,
-                                     0 if to_local else lc.simd_local + lc.lut_vectors,
-                                     self.arch.accumulator_depth, to_local,
-                                     tuple(layer.written[1:]),
-                                     self.arch.dtype.is_integer and sums_in_any_order(layer))
-            self.cuts[li] = LayerCut(search, staged, acc_bufs, ranges_of, spans_of)
+            plain = self._make_cut(layer, lc, None)
+            found = None
+            if not self.plan.consts_to_local:
+                arena = self.arch.local_depth - 1 - self.plan.local_top[li]
+                found = choose_groups(layer, plain.search,
+                                      lambda lay, u: self._make_cut(lay, lc, u).search,
+                                      lc, arena, self.beats, 1 << (self.s1 - 1))
+            if found is None:
+                self.cuts[li] = plain
+            else:
+                regroup_tiles(self.plan.image, lc, layer, found.groups)
+                found = grouped(layer, found.groups)        # (the renumbered tiles)
+                cut = self._make_cut(found.layer, lc, group_units(layer.out, found.groups))
+                cut.order, cut.groups = found.order, found.groups
+                self.cuts[li] = cut
         return self.cuts[li]
+
+    def _make_cut(self, layer: Layer, lc: LayerConsts, units: list[int] | None) -> LayerCut:
+        """The partition search of ``layer`` (partition ``units``: default rows, pixels)."""
+        to_local = self.plan.consts_to_local
+        acc_bufs = acc_buffers(layer)
+        staged = [b for b in self._sources(layer) if b.home[0] != "local"]
+        ranges_of = ranges_fn(layer, acc_bufs)
+        spans_of = spans_fn(self.space, layer, staged)
+        search = PartitionSearch(layer.out, staged, ranges_of, spans_of, lc, 0,
+                                 0 if to_local else lc.simd_local + lc.lut_vectors,
+                                 self.arch.accumulator_depth, to_local,
+                                 tuple(layer.written[1:]),
+                                 self.arch.dtype.is_integer and sums_in_any_order(layer), units)
+        return LayerCut(search, staged, acc_bufs, ranges_of, spans_of, layer)
 
     # -------------------------------------------------------------------- the ring
 
@@ -406,6 +441,9 @@ class Emitter:
         of ``F`` (the layer's output or a saved copy), at its home (through an output
         staging area to DRAM0)."""
         a, b = job.part.bounds[p]
+        if job.order is not None:               # channel groups: back in place
+            self._store_grouped(job, p, acc_a, F)
+            return
         if F.home[0] == "local":
             self.move(DataMoveKind.ACC_TO_LOCAL, F.home[1] + a, acc_a, b - a)
             return
@@ -414,6 +452,19 @@ class Emitter:
         if F.home[0] != "dram0":
             self.fail(job.layer, f"internal: output buffer home {F.home}")
         self.move(DataMoveKind.LOCAL_TO_DRAM0, dst, F.home[1] + a, b - a)
+        job.stats.dram_vectors += b - a
+
+    def _store_grouped(self, job: LayerJob, p: int, acc_a: int, F: Buffer) -> None:
+        """:meth:`_store` of a layer in channel groups: accumulator positions a..b-1 hold
+        output vectors ``order[a:b]`` (a group's blocks of consecutive pixels)."""
+        a, b = job.part.bounds[p]
+        vec = job.order[a:b]
+        if F.home[0] == "local":
+            self.moves(DataMoveKind.ACC_TO_LOCAL, F.home[1] + vec, acc_a + np.arange(b - a))
+            return
+        dst = job.arena.out_stage[F][job.slot(p)]
+        self.move(DataMoveKind.ACC_TO_LOCAL, dst, acc_a, b - a)
+        self.moves(DataMoveKind.LOCAL_TO_DRAM0, dst + np.arange(b - a), F.home[1] + vec)
         job.stats.dram_vectors += b - a
 
     # ------------------------------------------------------------------------- tiles
