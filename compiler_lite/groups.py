@@ -39,6 +39,9 @@ from .summary import LOADER_START
 #: A grouping is kept when the model says it takes at most this fraction of the cycles
 #: of the layer's partitioning without groups.
 MIN_GAIN = 0.9
+#: DRAM cycles the model charges per store instruction of a grouped layer (its stores go a
+#: run per pixel, or one vector each when the pixel stride is not encodable).
+MOVE_CYCLES = 8
 
 
 @dataclass
@@ -55,8 +58,9 @@ class Grouping:
 
 def eligible(layer: Layer) -> bool:
     """Whether the layer's steps all work on its output vector by vector (no Reduce, no
-    data tiles, SIMD pairs only within the output) and the output keeps ≥ 2 channel blocks
-    per pixel."""
+    data tiles; a SIMD step may pair its vectors with another buffer's, which keeps its own
+    order unless it follows the output's, :func:`following`) and the output keeps ≥ 2
+    channel blocks per pixel."""
     F = layer.out
     f = F.frame
     if f is None or f.Cb < 2 or F.packed > 1 or F.vectors % f.Cb:
@@ -67,7 +71,7 @@ def eligible(layer: Layer) -> bool:
         elif isinstance(s, Load):
             ok = s.out is F
         elif isinstance(s, Simd):
-            ok = s.buf is F and s.aux_buf in (None, F)
+            ok = s.buf is F
         elif isinstance(s, Zero):
             ok = s.buf is F
         else:
@@ -100,6 +104,18 @@ def tile_groups(s: Linear, F: Buffer, groups: int) -> np.ndarray | None:
     return np.where(used, lo, 0)
 
 
+def following(layer: Layer) -> set[int]:
+    """ids of the buffers whose positions follow the output's: the output, and any buffer
+    of its size that SIMD steps pair only vector for vector with it (a temporary)."""
+    F = layer.out
+    simd = [s for s in layer.steps if isinstance(s, Simd) and s.aux_buf is not None]
+    same = {id(s.aux_buf) for s in simd if s.aux_buf.vectors == F.vectors}
+    for s in simd:
+        if s.aux_buf is not F and not np.array_equal(s.aux, s.o):
+            same.discard(id(s.aux_buf))
+    return same | {id(F)}
+
+
 def grouped(layer: Layer, groups: int) -> Grouping | None:
     """The layer with its output's accumulators in ``groups`` groups (None when a tile
     serves two groups)."""
@@ -109,6 +125,7 @@ def grouped(layer: Layer, groups: int) -> Grouping | None:
     pos = positions(F, groups)
     order = np.empty_like(pos)
     order[pos] = np.arange(len(pos))
+    follow = following(layer)
     steps = []
     for s in layer.steps:
         if isinstance(s, (Linear, Load)):
@@ -116,7 +133,8 @@ def grouped(layer: Layer, groups: int) -> Grouping | None:
         elif isinstance(s, Simd):
             o = pos[s.o]
             srt = np.argsort(o, kind="stable")
-            s = replace(s, o=o[srt], aux=None if s.aux is None else pos[s.aux][srt])
+            aux = pos[s.aux] if id(s.aux_buf) in follow else s.aux
+            s = replace(s, o=o[srt], aux=None if aux is None else aux[srt])
         elif isinstance(s, Zero):
             s = replace(s, o=np.sort(pos[s.o]))
         steps.append(s)
@@ -125,12 +143,13 @@ def grouped(layer: Layer, groups: int) -> Grouping | None:
 
 def regroup_tiles(image: np.ndarray, lc: LayerConsts, layer: Layer, groups: int) -> None:
     """Lay out the tiles of every Linear step of ``layer`` group by group in the constants
-    ``image`` (the order within a group kept), renumber the steps' tiles and put their terms
-    back in tile order; each output vector's terms keep their order."""
+    ``image`` (the order within a group kept), renumber the steps' tiles and put the terms
+    group by group (stably: each output vector's terms keep their order)."""
     for k, s in enumerate(layer.steps):
         if not isinstance(s, Linear) or not len(s.tiles):
             continue
-        new = np.argsort(tile_groups(s, layer.out, groups), kind="stable")   # new → old
+        group = tile_groups(s, layer.out, groups)
+        new = np.argsort(group, kind="stable")                  # new number → old
         refs = lc.tiles[k]
         blocks = [image[r.offset:r.offset + r.rows + 1].copy() for r in refs]
         at, moved = refs[0].offset, []
@@ -142,7 +161,10 @@ def regroup_tiles(image: np.ndarray, lc: LayerConsts, layer: Layer, groups: int)
         number = np.empty_like(new)
         number[new] = np.arange(len(new))
         t = number[s.t]
-        srt = np.argsort(t, kind="stable")
+        # group by group, in their order otherwise: a vector's terms are all in its group
+        # and keep their order (which is not always tile order: a folded offset gives the
+        # first term of a vector a tile of its own, numbered after one the vector reuses)
+        srt = np.argsort(group[s.t], kind="stable")
         tiles = Tiles(s.tiles.n)
         for old in new.tolist():
             tiles.add(s.tiles.values[old])
@@ -163,13 +185,14 @@ def pair_counts(key: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def layer_cycles(layer: Layer, part: Partitioning, lc: LayerConsts, beats: int,
-                 runs: bool) -> float:
+                 runs: bool, store_run: int | None = None) -> float:
     """Cycles of the layer cut as ``part``, modelled: per partition the larger of compute
     and DRAM (staged sources, the tiles when they stream, the output). Compute: per tile
     the partition uses, the larger of its MatMul vectors and its pushes when its MatMuls
     run over pixels (``runs``: the accumulator stride from pixel to pixel is encodable),
     else both and the loader's start (the pushes hide only behind a few queued
-    instructions); plus the other steps' vectors."""
+    instructions); plus the other steps' vectors. ``store_run``: vectors per store
+    instruction (None: a partition's output in one), each costing :data:`MOVE_CYCLES`."""
     bounds = np.array([a for a, _ in part.bounds], dtype=np.int64)
     parts = len(bounds)
     compute = np.zeros(parts)
@@ -188,10 +211,12 @@ def layer_cycles(layer: Layer, part: Partitioning, lc: LayerConsts, beats: int,
             compute += np.bincount(p, minlength=parts) * (len(s.body) if isinstance(s, Simd)
                                                            else 1)
     sizes = np.array([b - a for a, b in part.bounds], dtype=np.int64)
-    dram = sum(part.need.stage.values()) + sizes * len(layer.written)
+    dram = (sum(part.need.stage.values()) + sizes * len(layer.written)) * beats
     if part.mode == "stream":
-        dram = dram + tiles
-    return float(np.maximum(compute + sizes, dram * beats).sum())
+        dram = dram + tiles * beats
+    if store_run is not None:
+        dram = dram + -(-sizes // store_run) * len(layer.written) * MOVE_CYCLES
+    return float(np.maximum(compute + sizes, dram).sum())
 
 
 def group_units(F: Buffer, groups: int) -> list[int]:
@@ -224,8 +249,10 @@ def choose_groups(layer: Layer, plain: PartitionSearch, search_of: Callable,
         if g is None:
             break
         part = search_of(g.layer, group_units(layer.out, groups)).resized(arena, False).choose()
-        runs = cb // groups <= max_stride
-        cycles = np.inf if part is None else layer_cycles(g.layer, part, lc, beats, runs)
+        per = cb // groups          # stores: a run per pixel; one strided run, or vectors
+        store_run = per if per > 1 else (1 << 30 if cb <= max_stride else 1)
+        cycles = np.inf if part is None else \
+            layer_cycles(g.layer, part, lc, beats, per <= max_stride, store_run)
         if cycles < best_cycles:
             best, best_cycles = g, cycles
         groups *= 2
