@@ -66,6 +66,26 @@ def window_attrs(node: Node, in_shape, kernel=None):
     return kernel, strides, dil, [pads[0], pads[2], pads[1], pads[3]]
 
 
+def ceil_mode_problems(node: Node, g) -> list[str]:
+    """A pool with ``ceil_mode = 1`` whose last window starts past the input, in the end
+    padding: onnxruntime (like PyTorch) leaves that window out and ONNX's shape inference
+    keeps it, so the output's shape is not one thing; refused rather than computed."""
+    shape, out = g.shapes.get(node.inputs[0]), g.shapes.get(node.outputs[0])
+    if not node.attr("ceil_mode", 0) or shape is None or out is None or \
+            spatial(shape) is None or spatial(out) is None:
+        return []
+    _, strides, _, pads = window_attrs(node, shape)
+    size, count = spatial(shape), spatial(out)
+    for axis, name in ((0, "rows"), (1, "columns")):
+        start = (count[axis] - 1) * strides[axis] - pads[2 * axis]
+        if start >= size[axis]:
+            return [f"ceil_mode = 1 makes a last window along the {name} that starts at "
+                    f"{start}, past the input's {size[axis]} (in the end padding): "
+                    f"onnxruntime leaves it out, ONNX's shape inference keeps it; use less "
+                    f"end padding or ceil_mode = 0"]
+    return []
+
+
 def pixel_grid(N: int, rows: int, cols: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(n, row, column) of every pixel of N images of rows × cols, flat, row-major."""
     return tuple(a.ravel() for a in np.meshgrid(np.arange(N), np.arange(rows), np.arange(cols),

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..geometry import check_spatial, pixel_grid, spatial, window_attrs, window_taps
+from ..geometry import (ceil_mode_problems, check_spatial, pixel_grid, spatial,
+                        window_attrs, window_taps)
 from ..ir import Tensor, groups, next_pow2, packed_layout
 from ..kernels import LinearBuilder
 from ..registry import consts_of, op
@@ -346,7 +347,7 @@ def residual_add(ctx: Lowering, node):
 
 
 def check_avgpool(node, g, arch) -> list[str]:
-    out = check_spatial(node, g, arch)
+    out = check_spatial(node, g, arch) + ceil_mode_problems(node, g)
     if node.op == "AveragePool" and any(d != 1 for d in node.attr("dilations", []) or []):
         out.append("dilated average pooling is not supported")
     return out

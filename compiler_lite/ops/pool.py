@@ -29,7 +29,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..geometry import check_spatial, pixel_grid, spatial, window_attrs, window_taps
+from ..geometry import (ceil_mode_problems, check_spatial, pixel_grid, spatial,
+                        window_attrs, window_taps)
 from ..ir import Tensor, groups
 from ..kernels import Linear, LinearBuilder, Load, Reduce, Simd
 from ..registry import op
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
 
 
 def check_maxpool(node, g, arch) -> list[str]:
-    out = check_spatial(node, g, arch)
+    out = check_spatial(node, g, arch) + ceil_mode_problems(node, g)
     if len([o for o in node.outputs if o]) > 1:
         out.append("the Indices output is not supported")
     return out

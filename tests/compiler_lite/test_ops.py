@@ -370,6 +370,21 @@ def test_recompute_factor_of_windows_all_in_the_padding_is_one():
     assert recompute_factor(np.full(8, np.iinfo(np.int64).max), none, 8, 2, 256) == 1.0
 
 
+@pytest.mark.parametrize("op", ["MaxPool", "AveragePool"])
+def test_ceil_mode_window_starting_in_the_end_padding_is_refused_by_name(op):
+    """With ceil_mode = 1, 19 rows, pads 1 and 2, kernel 3 and stride 3, ONNX's shape
+    inference gives 8 output rows and onnxruntime 7 (it leaves out the window that starts
+    at row 20, past the input): the pool is refused by name instead of computing a shape
+    onnxruntime does not; ceil_mode pools whose windows all start inside still compile
+    (``CASES``)."""
+    m = make_model([node(op, ["x"], ["y"], kernel_shape=[3, 4], strides=[3, 1],
+                         pads=[1, 0, 2, 2], ceil_mode=1)], {"x": (1, 4, 19, 11)}, ["y"])
+    with pytest.raises(CompileError, match=rf"node '{op}_0' \({op}\): ceil_mode = 1 makes a "
+                                           r"last window along the rows that starts at 20, "
+                                           r"past the input's 19"):
+        compile_model(m, small_arch())
+
+
 # ------------------------------------------------------ padding taps of a convolution
 
 @pytest.mark.parametrize("height, width", [(6, 8), (5, 40), (1, 9)])
