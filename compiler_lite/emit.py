@@ -596,25 +596,17 @@ class Emitter:
         if not s.accumulate:
             first[first_indices(o)] = OVERWRITE
         areas = job.arena.stage[buf]
-        pieces = [rel[j:j + size] for j in range(0, len(rel), size)]
+        pieces = [Stage.exactly(rel[j:j + size]) for j in range(0, len(rel), size)]
         for j, piece in enumerate(pieces):
             if j == 0:
-                self._load_piece(buf, piece, areas[0], job.stats)
+                self._load_stage(buf, piece, areas[0], job.stats)
             if j + 1 < len(pieces):
-                self._load_piece(buf, pieces[j + 1], areas[(j + 1) % 2], job.stats)
+                self._load_stage(buf, pieces[j + 1], areas[(j + 1) % 2], job.stats)
             m = which == j
             sub = Linear(s.out, o[m], s.x[sel][m], s.t[sel][m], first[m], s.tiles, 0,
                          s.accumulate)
-            contiguous = int(piece[-1]) - int(piece[0]) + 1 == len(piece)
-            part = Stage(int(piece[0]), int(piece[-1]) + 1, None if contiguous else piece)
-            self._emit_linear(job, k, sub, replace(view, spans={buf: part},
+            self._emit_linear(job, k, sub, replace(view, spans={buf: piece},
                                                    stage={buf: areas[j % 2]}))
-
-    def _load_piece(self, buf: Buffer, piece: np.ndarray, base: int, stats) -> None:
-        """One chunk (``piece``: sorted vectors of ``buf``) into local ``base`` on."""
-        contiguous = int(piece[-1]) - int(piece[0]) + 1 == len(piece)
-        self._load_stage(buf, Stage(int(piece[0]), int(piece[-1]) + 1,
-                                    None if contiguous else piece), base, stats)
 
     def _batched_runs(self, whole, seg_starts, seg_ends, o, real, first, la, aa) -> dict:
         """The runs of the segments :func:`whole_runs` did not answer and whose terms go in

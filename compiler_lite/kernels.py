@@ -248,6 +248,10 @@ class Load:
         """Vectors moved: one per term."""
         return len(self.o)
 
+    def sources(self) -> np.ndarray:
+        """Virtual vectors read from memory (``x`` < 0: none)."""
+        return self.x[self.x >= 0]
+
 
 @dataclass(frozen=True)
 class SimdStep:

@@ -62,6 +62,12 @@ class Stage:
     def size(self) -> int:
         return self.hi - self.lo if self.needed is None else len(self.needed)
 
+    @classmethod
+    def exactly(cls, vectors: np.ndarray) -> Stage:
+        """Exactly ``vectors`` (sorted, relative): their span when they fill it."""
+        lo, hi = int(vectors[0]), int(vectors[-1]) + 1
+        return cls(lo, hi, None if hi - lo == len(vectors) else vectors)
+
 
 def stage_of(xs: np.ndarray) -> Stage:
     """What to load of a staged source whose vectors ``xs`` (relative, unsorted, repeats

@@ -191,14 +191,16 @@ def compiler_summary(c) -> str:
 
 
 def layers_summary(c) -> str:
-    """One line per layer: nodes, stages, partitions, instructions, cycles, MACs, utilization."""
-    head = f"{'#':>3} {'layer':<34} {'stg':>3} {'part':>4} {'instr':>8} {'cycles':>10} " \
+    """One line per layer: nodes, stages, partitions (``/g``: in g channel groups,
+    :mod:`compiler_lite.groups`), instructions, cycles, MACs, utilization."""
+    head = f"{'#':>3} {'layer':<34} {'stg':>3} {'part':>8} {'instr':>8} {'cycles':>10} " \
            f"{'MACs':>12} {'util %':>6}  nodes"
     lines = [RULE, "LAYERS SUMMARY", RULE, head]
     for k, s in enumerate(c.layers):
         util = 100.0 * mac_utilization(s.macs, s.cycles, c.arch)
         name = s.name if len(s.name) <= 34 else "…" + s.name[-33:]
-        lines.append(f"{k:>3} {name:<34} {s.stages:>3} {s.partitions:>4} "
+        part = f"{s.partitions}" + (f"/{s.groups}" if s.groups > 1 else "")
+        lines.append(f"{k:>3} {name:<34} {s.stages:>3} {part:>8} "
                      f"{s.instructions:>8,} {s.cycles:>10,} {s.macs:>12,} {util:>6.1f}  "
                      f"{', '.join(s.nodes)}")
     return "\n".join(lines + [RULE])

@@ -3,13 +3,12 @@ vectors in the accumulators. Padding positions are skipped (they never win a max
 before the pool is folded into it: the chain starts from zero (``relu(max) = max(0, …)``), so
 the ReLU costs one instruction per pooled vector instead of one per input vector.
 
-A partition of a pool holds in the accumulators the span of input vectors from its
-windows' first pixel to their last: for one output row, ``(KH - 1)·dilation + 1`` frame rows
-times the vectors per pixel; for one output pixel (the smallest partition), a row less and
-more. When a row's span
-does not fit (partitions of a few pixels would load most of the span again each), the
-channels are pooled in groups small enough that it does (else that a pixel's does; channels
-never mix in a max), each group from a compact
+A partition of a pool holds in the accumulators the span of input vectors from its windows'
+first pixel to their last: for one output row, ``(KH - 1)·dilation + 1`` frame rows times the
+vectors per pixel; for one output pixel (the smallest partition), a row less and more. When a
+row's span does not fit (partitions of a few pixels would load most of the span again each),
+the channels are pooled in groups small enough that it does (else that a pixel's does;
+channels never mix in a max), each group from a compact
 copy of its channels (a layer of its own, so that the pool's partitions stage the group's
 vectors, not the whole input's), and the output is the groups' concatenation (a view).
 
@@ -122,8 +121,7 @@ def recompute_factor(lo: np.ndarray, hi: np.ndarray, unit: int, cb: int,
 def staging_room(arch, layer, work: list) -> int:
     """Vectors of ``layer``'s output whose sources fit half the local memory twice (double
     buffered beside the tiles): the partitions of a fused layer stage its sources too."""
-    xs = [s.x[s.x >= 0] if isinstance(s, Load) else s.sources() for s in work]
-    xs = [x for x in xs if len(x)]
+    xs = [x for x in (s.sources() for s in work) if len(x)]
     sources = len(np.unique(np.concatenate(xs))) if xs else 0
     per = sources / max(1, layer.out.vectors)           # source vectors per output vector
     return int(arch.local_depth / 4 / per) if per else arch.local_depth

@@ -81,9 +81,13 @@ def test_grouping_pays_on_the_model():
     (the model that chose it agrees with the estimate's direction)."""
     m, _ = wide_conv((1, 32, 8, 8), 256)
     arch = small_arch()
-    got = {st.name: st.cycles for st in compiled(m, arch, True).layers if st.groups > 1}
+    c = compiled(m, arch, True)
+    got = {st.name: st.cycles for st in c.layers if st.groups > 1}
     plain = {st.name: st.cycles for st in compiled(m, arch, False).layers}
     assert got and all(got[k] < plain[k] for k in got), (got, plain)
+    from compiler_lite.summary import layers_summary       # the table says so: partitions/groups
+    st = next(st for st in c.layers if st.groups > 1)
+    assert f" {st.partitions}/{st.groups} " in layers_summary(c)
 
 
 def test_positions_order_pixels_within_groups():
