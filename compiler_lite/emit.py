@@ -269,8 +269,8 @@ class Emitter:
         if li not in self.cuts:
             layer, lc = self.layers[li], self.plan.layers[li]
             plain = self._make_cut(layer, lc, None)
-            found = None
-            if not self.plan.consts_to_local:
+            found = None                # (tiles another layer shares stay where they are)
+            if not self.plan.consts_to_local and not lc.shared_tiles:
                 arena = self.arch.local_depth - 1 - self.plan.local_top[li]
                 found = choose_groups(layer, plain.search,
                                       lambda lay, u: self._make_cut(lay, lc, u).search,
