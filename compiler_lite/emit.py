@@ -265,16 +265,19 @@ class Emitter:
     def _cut(self, li: int) -> LayerCut:
         """Layer ``li``'s partition search and what it was made from (made once), its
         output in channel groups when that pays (:mod:`compiler_lite.groups`: the tiles
-        are then laid out again in the constants image, before anything loads them)."""
+        are then laid out again in the constants image, before anything loads them, in a
+        copy of their own when other layers share them)."""
         if li not in self.cuts:
             layer, lc = self.layers[li], self.plan.layers[li]
             plain = self._make_cut(layer, lc, None)
-            found = None                # (tiles another layer shares stay where they are)
-            if not self.plan.consts_to_local and not lc.shared_tiles:
+            found = None
+            if not self.plan.consts_to_local:
                 arena = self.arch.local_depth - 1 - self.plan.local_top[li]
                 found = choose_groups(layer, plain.search,
                                       lambda lay, u: self._make_cut(lay, lc, u).search,
                                       lc, arena, self.beats, 1 << (self.s1 - 1))
+            if found is not None and not self.plan.own_tiles(lc, self.arch.dram1_depth):
+                found = None                    # (no room for a copy of shared tiles)
             if found is None:
                 self.cuts[li] = plain
             else:

@@ -360,7 +360,9 @@ def layer_norm_supported(rank: int, axis: int) -> bool:
 def _decompose_layer_norm(nodes: list[Node], consts: dict, shapes: dict) -> list[Node]:
     """The opset-17 ``LayerNormalization`` → the primitive ops exporters write for it:
     ``xc = X − mean(X)``, ``Y = xc · (mean(xc²) + ε)^-½ · Scale + B`` over the axes from
-    ``axis`` on (one lookup table for the inverse square root). Its optional Mean and
+    ``axis`` on (one lookup table for the inverse square root); the first mean is marked as
+    over features (``features=1``: see :func:`.ops.linear.reduce_mean`), the Scale's Mul as
+    reading a normalized tensor (``normalized=1``: see :mod:`.prescale`). Its optional Mean and
     InvStdDev outputs are the intermediate tensors. A quantized one (its input comes from a
     DequantizeLinear) stays whole: the integer path lowers it as it is."""
     out = []
@@ -401,14 +403,15 @@ def _decompose_layer_norm(nodes: list[Node], consts: dict, shapes: dict) -> list
         def node(op, ins, o, **attrs):
             return Node(op, f"{n.name}:{op.lower()}:{len(out)}", ins, [o], attrs, n.domain)
 
-        out += [node("ReduceMean", [x], mean, axes=axes, keepdims=1),
+        # (features: the lowering moves X's reduced axes into the lanes first if they are not)
+        out += [node("ReduceMean", [x], mean, axes=axes, keepdims=1, features=1),
                 node("Sub", [x, mean], names["xc"]),
                 node("Pow", [names["xc"], k + "two"], names["sq"]),
                 node("ReduceMean", [names["sq"]], names["var"], axes=axes, keepdims=1),
                 node("Add", [names["var"], k + "eps"], names["ve"]),
                 node("Pow", [names["ve"], k + "-half"], rstd),
                 node("Mul", [names["xc"], rstd], names["xn"]),
-                node("Mul", [names["xn"], scale], scaled)]
+                node("Mul", [names["xn"], scale], scaled, normalized=1)]
         if bias:
             out.append(node("Add", [scaled, bias], y))
     return out

@@ -220,8 +220,12 @@ class LinearBuilder:
         ukey, new_t = unique_columns([t, s_of[o], np.where(is_first, o_of[o], -1)],
                                      return_inverse=True)
         ukey = ukey.T
-        # keep the group order (first terms stay first); inside a group, tile-major
-        reorder = np.lexsort((o, new_t, g[order]))
+        # keep the group order (first terms stay first); inside a group, tile-major (and a
+        # vector's first term before its others when a group gives a vector several terms)
+        keys = [o, new_t, g[order]]
+        if unique_columns([g[order], o]).shape[1] < len(o):
+            keys.insert(2, first != OVERWRITE)
+        reorder = np.lexsort(keys)
         o, x, new_t, first = o[reorder], x[reorder], new_t[reorder], first[reorder]
         ids = []
         for old, sp, op_ in ukey:

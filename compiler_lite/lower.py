@@ -15,6 +15,8 @@ never reads outside its input, so no buffer keeps zero margins.
 
 from __future__ import annotations
 
+import hashlib
+
 from collections import Counter
 
 import numpy as np
@@ -95,6 +97,7 @@ class Lowering:
         self.deferred: dict[str, tuple] = {}       # name → (node, inputs, lower, fusable)
         self.notes: list[str] = []
         self.node: Node | None = None
+        self.relaid_copies: dict[tuple, Tensor] = {}   # see relaid()
 
     # ----------------------------------------------------------------- values and consts
 
@@ -366,6 +369,24 @@ class Lowering:
             buf, nt = self.new_activation(out_name, t.shape)
         layer = self.begin(buf, self.copy_step(t, nt))
         return layer, nt
+
+    def rebind(self, name: str, t: Tensor) -> None:
+        """Later readers of ``name`` read ``t``: the same values, stored elsewhere."""
+        for b in self.buffers_of(self.tensor(name)):
+            self.refs.get(id(b), set()).discard(name)
+        self.set(name, t, internal=name in self.internal)
+
+    def relaid(self, t: Tensor, order) -> Tensor:
+        """``t`` copied into the layout with its axes in ``order`` (the last in lanes) by a
+        layer of its own, made once per tensor and order: a LayerNorm's output that the
+        query, key and value projections each read in rows is moved once."""
+        key = (t.name, tuple(order), t.idx.shape,
+               hashlib.blake2b(t.idx.tobytes(), digest_size=16).digest())
+        if key not in self.relaid_copies:
+            buf, copy = self.new_activation(f"{t.name}:relayout", t.shape, order=order)
+            self.begin(buf, self.copy_step(t, copy), nodes=[self.node.name])
+            self.relaid_copies[key] = copy
+        return self.relaid_copies[key]
 
     def copy_step(self, src: Tensor, dst: Tensor):
         """A producer writing ``src``'s elements into ``dst``'s places: vector moves when each

@@ -71,7 +71,7 @@ class LayerConsts:
     tile_base: int = 0
     tile_vectors: int = 0                           # vectors of weight tiles from tile_base
     saturated: int = 0
-    shared_tiles: bool = False                      # another layer uses the same tile block
+    shared_tiles: bool = False          # another layer uses the same tile block (see plan)
 
     @property
     def simd_local(self) -> int:
@@ -110,31 +110,41 @@ class ConstImage:
     """The constants image as it is built: blocks of vectors appended in first-use order;
     a block equal to one already stored is not stored again (:meth:`add` returns the first
     copy's offset). A transformer's LayerNorms and relayouts of equal shapes, or layers with
-    the same tables, then share one copy (DeiT-tiny: 5.5 M vectors → 0.4 M)."""
+    the same tables, then share one copy (DeiT-tiny: 5.5 M vectors → 0.38 M). Blocks shorter
+    than two tiles (``2(n + 1)`` vectors) are stored for each layer: the copy costs little,
+    and a layer's blocks that follow the previous layer's in DRAM1 load with them in one
+    move. A layer that goes in channel groups gets a copy of its tiles of its own first
+    (:meth:`MemoryPlan.own_tiles`)."""
 
     def __init__(self, n: int) -> None:
         self.n, self.size = n, 0
+        self.min_shared = 2 * (n + 1)
         self._blocks: list[np.ndarray] = []
         self._starts: list[int] = []
         self._found: dict[bytes, list[int]] = {}    # digest → indices of blocks
-        self.users: Counter = Counter()             # offset → blocks added there
 
-    def add(self, block: np.ndarray) -> int:
-        """Offset of ``block`` ((vectors, n) values) in the image, stored if new."""
+    def add(self, block: np.ndarray, kind: str) -> int:
+        """Offset of ``block`` ((vectors, n) values) in the image, stored if no block of the
+        same ``kind`` ("tiles", "consts", "data") equals it or if it is shorter than
+        ``min_shared`` (only tile blocks are ever laid out again: they share with tiles)."""
         block = np.ascontiguousarray(block, dtype=np.float64).reshape(-1, self.n)
         if not len(block):
             return self.size
+        if len(block) < self.min_shared:
+            return self._store(block, None)
         key = hashlib.blake2b(block.tobytes(), digest_size=16).digest() + \
-            len(block).to_bytes(8, "little")
+            len(block).to_bytes(8, "little") + kind.encode()
         for i in self._found.get(key, ()):
             if np.array_equal(self._blocks[i], block):
-                self.users[self._starts[i]] += 1
                 return self._starts[i]
+        return self._store(block, key)
+
+    def _store(self, block: np.ndarray, key: bytes | None) -> int:
         at = self.size
-        self._found.setdefault(key, []).append(len(self._blocks))
+        if key is not None:
+            self._found.setdefault(key, []).append(len(self._blocks))
         self._blocks.append(block)
         self._starts.append(at)
-        self.users[at] += 1
         self.size += len(block)
         return at
 
@@ -159,6 +169,26 @@ class MemoryPlan:
     consts_to_local: bool
     saturated_consts: int = 0
     dram0_aggregate: int = 0                        # vectors of all DRAM0 buffers
+    tile_users: Counter = field(default_factory=Counter)    # tile block → layers using it
+
+    def own_tiles(self, lc: LayerConsts, dram1_depth: int) -> bool:
+        """Give layer constants ``lc`` a copy of their tile block, appended to the image,
+        when other layers share the block (:func:`.groups.regroup_tiles` is about to lay it
+        out again); False when DRAM1 has no room for the copy."""
+        if self.tile_users[lc.tile_base] <= 1:
+            lc.shared_tiles = False                 # (the others took copies)
+            return True
+        at = len(self.image)
+        if at + lc.tile_vectors > dram1_depth:
+            return False
+        block = self.image[lc.tile_base:lc.tile_base + lc.tile_vectors]
+        self.image = np.concatenate([self.image, block])
+        self.tile_users[lc.tile_base] -= 1
+        self.tile_users[at] = 1
+        lc.tiles = [[TileRef(r.offset - lc.tile_base + at, r.rows) for r in refs]
+                    for refs in lc.tiles]
+        lc.tile_base, lc.shared_tiles = at, False
+        return True
 
 
 class Planner:
@@ -243,18 +273,17 @@ class Planner:
         data_done: set[int] = set()
         for layer in self.layers:
             lc = LayerConsts()
-            lc.base = image.add(self._consts_block(layer, lc))
+            lc.base = image.add(self._consts_block(layer, lc), "consts")
             tiles, rel = self._tiles_block(layer)
-            lc.tile_base, lc.tile_vectors = image.add(tiles), len(tiles)
+            lc.tile_base, lc.tile_vectors = image.add(tiles, "tiles"), len(tiles)
             lc.tiles = [[TileRef(lc.tile_base + at, rows) for at, rows in refs] for refs in rel]
             used = [image.block(lc.base, lc.simd_local + lc.lut_vectors), tiles]
             for b in self._new_data_consts(layer, data_done):
-                b.home = ("local" if self.consts_to_local else "dram1", image.add(b.data))
+                b.home = ("local" if self.consts_to_local else "dram1",
+                          image.add(b.data, "data"))
                 used.append(b.data)
             lc.saturated = sum(saturated_values(u, dt) for u in used)
             info.append(lc)
-        for lc in info:
-            lc.shared_tiles = lc.tile_vectors > 0 and image.users[lc.tile_base] > 1
         vecs = image.array()
         self._refuse_nonfinite(vecs, info)
         raw, sat = numeric.to_fixed(vecs, dt)
@@ -420,8 +449,11 @@ class Planner:
             residents = [r for r in residents if r[2] > li]
         aggregate = sum(b.vectors for b in self.space.buffers
                         if b.home is not None and b.home[0] == "dram0")
+        users = Counter(lc.tile_base for lc in info if lc.tile_vectors)
+        for lc in info:
+            lc.shared_tiles = lc.tile_vectors > 0 and users[lc.tile_base] > 1
         return MemoryPlan(image, info, top, local_top, self.consts_to_local, saturated,
-                          aggregate)
+                          aggregate, users)
 
     @staticmethod
     def _alloc(free: list, size: int, top: int) -> int:

@@ -20,7 +20,7 @@ from ..ir import Tensor, groups, next_pow2, packed_layout
 from ..kernels import LinearBuilder
 from ..registry import consts_of, op
 from .attention import check_product, product
-from .mean import divide_in_place, group_bits, within
+from .mean import LaneGroups, finish_mean, group_bits, lane_average
 
 if TYPE_CHECKING:
     from ..lower import Lowering
@@ -431,31 +431,7 @@ def average(ctx: Lowering, node, x: Tensor, out_name: str, kernel, strides, pads
         ctx.begin(buf, ctx.gather(buf, y, [(t.idx, group_weight) for t in sums]))
         ctx.set(name, y, internal=True)
 
-    wide = None
-    if not dt.is_float and K > 1:
-        # a full-range estimate: every tap scaled by 2^-j (rounded), so that no group sum
-        # saturates, and the group sums by 2^-k (at most 2^k groups, so neither does their
-        # total); worst error in the mean, raw: 2^(j-1) + groups·2^(j+k-1)/count + 1.25
-        groups = len(groups_of_taps)
-        jw = j if groups > 1 else min(int(np.ceil(np.log2(K))), dt.binary_point)
-        k = min(int(np.ceil(np.log2(groups))), dt.binary_point) if groups > 1 else 0
-        name = f"{out_name}:wide"
-        grouped_sum(name, 2.0 ** -jw, 2.0 ** -k, name)
-        layer, t = ctx.in_acc(name)
-        divide_in_place(ctx, layer, t, div / 2.0 ** (jw + k), name)
-        wide = ctx.tensor(name)
-        err = 2.0 ** (jw - 1) + groups * 2.0 ** (jw + k - 1) / div + 1.25 \
-            if groups > 1 else 2.0 ** (jw - 1) + 1.25
-        # the exact result is kept where it agrees with the estimate within both errors
-        # (the exact path's: 1.5 raw)
-        tol = np.ceil(err + 1.5) / 2.0 ** dt.binary_point
-    tmp = out_name + ":sum"
-    grouped_sum(tmp, 1.0, 2.0 ** -j, out_name)
-    layer, t = ctx.in_acc(tmp)
-    divide_in_place(ctx, layer, t, div / 2.0 ** j, out_name)
-    if wide is not None:
-        within(ctx, layer, t, wide, tol, out_name)
-    ctx.set(out_name, Tensor(t.idx))
+    finish_mean(ctx, out_name, K, len(groups_of_taps), j, div, grouped_sum)
 
 
 def depthwise(KH: int, KW: int, C: int, taps, weight: float) -> np.ndarray:
@@ -518,12 +494,21 @@ def _mean_view(shape, axes):
 
 @op("ReduceMean", check=check_reduce_mean)
 def reduce_mean(node, ctx: Lowering):
-    """A mean over the spatial axes (or the tokens, or the channels of [N, T, C]): a global
-    average pool of the view that puts the kept axis second (no data moves)."""
+    """A mean over the spatial axes (or the tokens, or the channels of [N, T, C]): over the
+    lanes when the rows lie along them (:func:`.mean.lane_average`, not for integer types),
+    else a global average pool of the view that puts the kept axis second (no data moves).
+    A LayerNorm's mean over the features (``features``) of a [N, T, C] tensor stored with
+    the tokens in the lanes (a model input's layout) first moves the tensor, for every later
+    reader too: the normalization and the projections after it then work in rows."""
     x = ctx.tensor(node.inputs[0])
     perm = _mean_view(x.shape, _reduce_axes(node, ctx.g))
+    integer = ctx.arch.dtype.is_integer
+    if not integer and node.attr("features") and tuple(perm) == tuple(range(len(x.shape))):
+        x = _features_in_lanes(ctx, node.inputs[0], x)
     if len(x.shape) == 2:                       # [N, C] → [N, 1, C]: a mean over lanes
         x, perm = Tensor(x.idx[:, None, :], x.name), (0, 1, 2)
+    if not integer and lane_average(ctx, node, x, node.outputs[0], perm):
+        return
     view = Tensor(np.transpose(x.idx, perm), x.name)
     S0, S1 = spatial(view.shape)
     out = node.outputs[0]
@@ -532,6 +517,17 @@ def reduce_mean(node, ctx: Lowering):
     average(ctx, node, view, tmp, (S0, S1), (1, 1), (0, 0, 0, 0), True)
     pooled = np.transpose(ctx.tensor(tmp).idx, np.argsort(perm))   # back to the input's axes
     ctx.set(out, Tensor(pooled.reshape(ctx.g.shape(out))))
+
+
+def _features_in_lanes(ctx: Lowering, name: str, x: Tensor) -> Tensor:
+    """``x`` ([N, C] or [N, T, C], the features last), moved so that each row of features
+    lies along the lanes when it does not (every later reader of ``name`` reads the copy)."""
+    view = Tensor(x.idx[:, None, :]) if len(x.shape) == 2 else x
+    if LaneGroups.of(view, (0, 1, 2), ctx.n) is not None:
+        return x
+    moved = ctx.relaid(x, tuple(range(len(x.shape))))
+    ctx.rebind(name, moved)
+    return moved
 
 
 # ---------------------------------------------------------------------------- Gemm, MatMul
@@ -566,9 +562,8 @@ def matmul_rows(ctx: Lowering, a: Tensor, out_name: str, out_shape, wmat: np.nda
     gr = groups(a, tuple(range(rank - 1)), (rank - 1,), n)
     last_inner = tuple(range(rank))
     if gr is None:
-        buf0, t0 = ctx.new_activation(f"{a.name}:relayout", a.shape, order=last_inner)
-        ctx.begin(buf0, ctx.copy_step(a, t0), nodes=[ctx.node.name])
-        return matmul_rows(ctx, t0, out_name, out_shape, wmat, bias_rows, macs)
+        return matmul_rows(ctx, ctx.relaid(a, last_inner), out_name, out_shape, wmat,
+                           bias_rows, macs)
     buf, y = ctx.new_activation(out_name, out_shape, order=tuple(range(len(out_shape))))
     b = LinearBuilder(buf, n)
     b.macs = macs

@@ -164,3 +164,136 @@ def within(ctx: Lowering, layer, t: Tensor, wide: Tensor, tol, name: str) -> Non
         SimdStep(Op.MULTIPLY, 0, 1, 0, read="self", write="self")], aux, flags))
     layer.steps.append(Simd(buf, passes.rows, [], [          # + wide
         SimdStep(Op.MOVE, 0, 0, 0, read="aux", write="self", accumulate=True)], aux, tmp))
+
+
+def finish_mean(ctx: Lowering, out_name: str, K: int, groups: int, j: int, div,
+                grouped_sum, exact_err: float = 1.5, wide_bits: int | None = None) -> None:
+    """``out_name`` = the mean of ``K`` taps divided by ``div`` (broadcast to the output),
+    from ``grouped_sum(name, tap_weight, group_weight, req)``, which computes ``name`` =
+    Σ over ``groups`` groups of ``group_weight · round(Σ tap_weight · x)`` (one group: the
+    taps' plain sum): the exact path (groups of ``2^j`` taps at most, weights 1 and
+    ``2^-j``) and, in fixed point, the full-range estimate that replaces it where its sums
+    saturated (:func:`within`; ``exact_err``: the exact path's worst error, raw;
+    ``wide_bits``: the estimate scales taps by ``2^-wide_bits`` instead of ``2^-j``, for
+    groups larger than ``2^j`` taps)."""
+    dt = ctx.arch.dtype
+    wide = None
+    if not dt.is_float and K > 1:
+        # a full-range estimate: every tap scaled by 2^-j (rounded), so that no group sum
+        # saturates, and the group sums by 2^-k (at most 2^k groups, so neither does their
+        # total); worst error in the mean, raw: 2^(j-1) + groups·2^(j+k-1)/count + 1.25
+        jw = (j if wide_bits is None else wide_bits) if groups > 1 else \
+            min(int(np.ceil(np.log2(K))), dt.binary_point)
+        k = min(int(np.ceil(np.log2(groups))), dt.binary_point) if groups > 1 else 0
+        name = f"{out_name}:wide"
+        grouped_sum(name, 2.0 ** -jw, 2.0 ** -k, name)
+        layer, t = ctx.in_acc(name)
+        divide_in_place(ctx, layer, t, div / 2.0 ** (jw + k), name)
+        wide = ctx.tensor(name)
+        err = 2.0 ** (jw - 1) + groups * 2.0 ** (jw + k - 1) / div + 1.25 \
+            if groups > 1 else 2.0 ** (jw - 1) + 1.25
+        # the exact result is kept where it agrees with the estimate within both errors
+        tol = np.ceil(err + exact_err) / 2.0 ** dt.binary_point
+    tmp = out_name + ":sum"
+    grouped_sum(tmp, 1.0, 2.0 ** -j, out_name)
+    layer, t = ctx.in_acc(tmp)
+    divide_in_place(ctx, layer, t, div / 2.0 ** j, out_name)
+    if wide is not None:
+        within(ctx, layer, t, wide, tol, out_name)
+    ctx.set(out_name, Tensor(t.idx))
+
+
+class LaneGroups:
+    """The groups of a mean whose rows sit along the lanes (rows ``(R, K)`` of virtual scalar
+    indices; every vector holds elements of one row only): a group is a row's elements in
+    one vector, at most ``cap`` of them (in lane order), summed exactly by one MatMul.
+    ``slots[s]`` (R, V): the ``s``-th element of each group, -1 where a group has fewer."""
+
+    def __init__(self, rows: np.ndarray, n: int, cap: int) -> None:
+        R, K = rows.shape
+        srt = np.sort(rows, axis=1)
+        vec = srt // n
+        new = np.ones((R, K), dtype=bool)
+        new[:, 1:] = vec[:, 1:] != vec[:, :-1]
+        start = np.maximum.accumulate(np.where(new, np.arange(K), 0), axis=1)
+        new |= (np.arange(K) - start) % cap == 0        # a vector's elements, cap at a time
+        group = np.cumsum(new, axis=1) - 1              # group number of each element
+        start = np.maximum.accumulate(np.where(new, np.arange(K), 0), axis=1)
+        slot = np.arange(K) - start                     # place within its group
+        self.V, S = int(group.max()) + 1, int(slot.max()) + 1
+        self.slots = np.full((S, R, self.V), -1, dtype=np.int64)
+        self.slots[slot, np.arange(R)[:, None], group] = srt
+        self.largest = S                                # elements of the largest group
+
+    @staticmethod
+    def of(x: Tensor, perm, n: int, cap: int | None = None) -> LaneGroups | None:
+        """The lane groups of a mean over the axes after the first two of ``perm`` (the
+        view :func:`.linear._mean_view` gives; groups of at most ``cap``, default n), or
+        None when a vector holds elements of two rows or no vector holds two of a row (the
+        spatial path is as good there)."""
+        view = np.transpose(x.idx, perm)
+        R = int(np.prod(view.shape[:2]))
+        rows = view.reshape(R, -1)
+        vecs = rows // n
+        pairs = np.unique(np.stack([vecs.ravel(), np.repeat(np.arange(R), rows.shape[1])]),
+                          axis=1)
+        if len(np.unique(pairs[0])) != pairs.shape[1] or pairs.shape[1] >= rows.size:
+            return None
+        return LaneGroups(rows, n, cap or n)
+
+
+def lane_average(ctx: Lowering, node, x: Tensor, out_name: str, perm) -> bool:
+    """The mean over lanes (e.g. a LayerNorm's over the channels of [N, T, C]) without
+    moving data: each vector's elements of a row (at most ``2^bp`` of them) sum exactly in
+    one MatMul (a tile of ones in those lanes, the result in one lane of a vector of group
+    sums), the group sums add with weight ``2^-j`` in a second, then the division and the
+    full-range estimate of :func:`finish_mean`, whose taps are scaled so that the largest
+    group cannot saturate. ``2^j`` is at most the largest group, so the roundings of the
+    group sums cost at most ``groups·2^(j-1)/K`` raw (the exact path's error bound below).
+    Without a SIMD register one MatMul per vector sums the whole row with weights 1/K, as
+    :func:`.linear.average` does. False (nothing done) when the rows are not along the
+    lanes (:meth:`LaneGroups.of`)."""
+    n, dt = ctx.n, ctx.arch.dtype
+    lg = LaneGroups.of(x, perm, n, None if dt.is_float else 2 ** dt.binary_point)
+    if lg is None:
+        return False
+    out_shape = ctx.g.shape(out_name)
+    R, V = lg.slots.shape[1:]
+    K = int(np.count_nonzero(lg.slots[:, 0] >= 0))  # (every row has K elements)
+    j = min(group_bits(K, dt), int(np.floor(np.log2(lg.largest)))) if V > 1 else 0
+    groups = V if j > 0 else 1
+
+    def sum_into(name, sources):
+        buf, y = ctx.new_activation(name, out_shape)
+        ctx.begin(buf, ctx.gather(buf, y, [(s.reshape(out_shape), w) for s, w in sources]))
+        ctx.set(name, y, internal=True)
+
+    def row_sum(name, tap_weight):
+        sum_into(name, [(lg.slots[s, :, i], tap_weight)
+                        for s in range(lg.slots.shape[0]) for i in range(V)])
+
+    def grouped_sum(name, tap_weight, group_weight, req):
+        if groups == 1:                         # one exact sum of every element
+            row_sum(name, tap_weight)
+            return
+        W = -(-V // n)
+        buf = ctx.space.new(f"{name}:groups", R * W)
+        gi = np.arange(V)
+        gidx = (buf.start + np.arange(R)[:, None] * W + gi // n) * n + gi % n
+        real = lg.slots[0] >= 0
+        gidx = np.where(real, gidx, -1)
+        buf.set_extent(gidx[real], n)
+        ctx.begin(buf, ctx.gather(buf, Tensor(gidx[real]), [(s[real], tap_weight)
+                                                              for s in lg.slots]))
+        ctx.set(f"{name}:groups", Tensor(gidx[real]), internal=True)
+        sum_into(name, [(gidx[:, i], group_weight) for i in range(V)])
+
+    if ctx.arch.simd_registers_depth < 1:           # as average(): 1/K in the weights
+        row_sum(out_name + ":sum", 1.0)
+        ctx.fold_affine(out_name + ":sum", 1.0 / K, 0.0, out_name)
+        return True
+    wide_bits = min(int(np.ceil(np.log2(lg.largest))), dt.binary_point) \
+        if groups > 1 and not dt.is_float else None
+    exact_err = max(1.5, groups * 2.0 ** (j - 1) / K + 1.25)
+    finish_mean(ctx, out_name, K, groups, j, float(K), grouped_sum, exact_err, wide_bits)
+    return True
