@@ -16,7 +16,6 @@ never reads outside its input, so no buffer keeps zero margins.
 from __future__ import annotations
 
 import hashlib
-
 from collections import Counter
 
 import numpy as np

@@ -9,7 +9,8 @@
 * Constants (DRAM1 from vector 0, or local memory from vector 0 with ``local-consts``), in
   first-use order, per layer: the SIMD constant vectors and lookup tables, then the weight
   tiles (bias row then only the rows that can be non-zero), then constant data tensors; a
-  block equal to one stored before is not stored again (the layers share it).
+  block of two tiles or more equal to one of its kind stored before is not stored again
+  (the layers share it, :class:`ConstImage`).
 * Reads: a layer reads only the inputs, constants and buffers that earlier layers stored
   (:meth:`Planner.settle_reads`).
 """
@@ -96,14 +97,6 @@ def const_digit(v, dt, d: int) -> np.ndarray:
         return numeric.accumulator_digits(v, dt)[d].astype(np.float64)
     except ValueError as e:
         raise CompileError(f"internal: SIMD constant: {e}") from None
-
-
-def saturated_values(values: np.ndarray, dt) -> int:
-    """How many of ``values`` saturate in the fixed-point type ``dt`` (0 for floats)."""
-    if dt.is_float or not np.size(values):
-        return 0
-    r = np.floor(np.asarray(values, dtype=np.float64) * float(1 << dt.binary_point) + 0.5)
-    return int(np.count_nonzero((r < dt.min_raw) | (r > dt.max_raw)))
 
 
 class ConstImage:
@@ -269,7 +262,7 @@ class Planner:
         one already stored is not stored again (:class:`ConstImage`)."""
         dt = self.arch.dtype
         image = ConstImage(self.n)
-        info = []
+        info, used = [], []                         # used: per layer, its blocks
         data_done: set[int] = set()
         for layer in self.layers:
             lc = LayerConsts()
@@ -277,15 +270,16 @@ class Planner:
             tiles, rel = self._tiles_block(layer)
             lc.tile_base, lc.tile_vectors = image.add(tiles, "tiles"), len(tiles)
             lc.tiles = [[TileRef(lc.tile_base + at, rows) for at, rows in refs] for refs in rel]
-            used = [image.block(lc.base, lc.simd_local + lc.lut_vectors), tiles]
+            used.append([image.block(lc.base, lc.simd_local + lc.lut_vectors), tiles])
             for b in self._new_data_consts(layer, data_done):
                 b.home = ("local" if self.consts_to_local else "dram1",
                           image.add(b.data, "data"))
-                used.append(b.data)
-            lc.saturated = sum(saturated_values(u, dt) for u in used)
+                used[-1].append(b.data)
             info.append(lc)
         vecs = image.array()
         self._refuse_nonfinite(vecs, info)
+        for lc, blocks in zip(info, used):          # (per layer, shared blocks included)
+            lc.saturated = sum(numeric.to_fixed(b, dt)[1] for b in blocks)
         raw, sat = numeric.to_fixed(vecs, dt)
         return raw, info, sat
 

@@ -18,6 +18,14 @@ every other reader of ``x`` is one of the two forms above (and none of these ten
 model output). Exact in real arithmetic; ``s`` must lie within [:data:`SCALE_MIN`,
 :data:`SCALE_MAX`] and, in fixed point, ``|c|`` and every bias change within
 :data:`OFFSET_MAX` of the data type's range, else the normalization is lowered as before.
+
+A LayerNorm's affine map moves the same way into the MatMuls that read it::
+
+    MatMul(x̂·γ + β, W) + c   ──▶   MatMul(x̂, diag(γ)·W) + (c + β·W)
+
+(``x̂`` the normalized rows, the decomposition's Mul marked ``normalized``): no layer of its
+own and one rounding less. In fixed point ``|γ|`` must lie within [:data:`SCALE_MIN`,
+:data:`SCALE_MAX`] and ``β·W`` within :data:`OFFSET_MAX` of the range.
 """
 
 from __future__ import annotations
@@ -36,6 +44,12 @@ SCALE_MIN, SCALE_MAX = 0.25, 4.0
 #: Offsets t/s (and the bias changes W·t/s they cause) larger than this fraction of a
 #: fixed-point type's largest value are not made (the sums would get closer to saturation).
 OFFSET_MAX = 1 / 16
+
+
+def offset_limit(dtype) -> float:
+    """The largest offset or bias change moved into weights: :data:`OFFSET_MAX` of a
+    fixed-point type's range (none for FLOAT32)."""
+    return np.inf if dtype.is_float else OFFSET_MAX * dtype.max_raw / dtype.one
 
 
 def _conv_with_consts(g: Graph, node: Node | None) -> bool:
@@ -79,7 +93,7 @@ def _plan(g: Graph, bn: Node, dtype):
     c = t / np.where(s != 0, s, 1)
     if not np.all(s > 0) or s.min() < SCALE_MIN or s.max() > SCALE_MAX:
         return None
-    limit = np.inf if dtype.is_float else OFFSET_MAX * dtype.max_raw / dtype.one
+    limit = offset_limit(dtype)
     if np.abs(c).max() > limit:
         return None
     add = g.producer(x)
@@ -227,7 +241,7 @@ def _affine_plan(g: Graph, mul: Node, dtype):
             not g.is_const(u.inputs[1]) or np.asarray(g.consts[u.inputs[1]]).ndim != 2
             for u in users):
         return None
-    limit = np.inf if dtype.is_float else OFFSET_MAX * dtype.max_raw / dtype.one
+    limit = offset_limit(dtype)
     if beta is not None and any(
             np.abs(beta @ np.asarray(g.consts[u.inputs[1]], np.float64)).max() > limit
             for u in users):

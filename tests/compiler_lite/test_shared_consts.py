@@ -114,6 +114,22 @@ def test_shared_tiles_are_copied_before_regrouping(dtype):
         np.testing.assert_array_equal(got.raw[name], want.raw[name], err_msg=name)
 
 
+def test_no_room_for_a_copy_keeps_the_shared_tiles():
+    """With DRAM1 just as large as the shared image, the twin cannot take a copy of its own:
+    it stays out of channel groups (and out of DRAM1's bounds), with the same bits."""
+    m = twin_wide_convs()
+    roomy = compile_model(m, small_arch())
+    image = len(roomy.consts) - next(lc.tile_vectors for s, lc in
+                                     zip(roomy.layers, roomy.plan.layers) if s.groups > 1)
+    c = compile_model(m, small_arch(dram1_depth=image))
+    assert len(c.consts) == image and all(s.groups == 1 for s in c.layers)
+    assert {s.name for s, lc in zip(c.layers, c.plan.layers) if lc.shared_tiles} >= {"c1", "c2"}
+    feeds = {"x": rand((1, 16, 4, 4), 7)}
+    got, want = run_emulator(c, feeds), run_emulator(roomy, feeds)
+    for name in ("y1", "y2"):
+        np.testing.assert_array_equal(got.raw[name], want.raw[name], err_msg=name)
+
+
 def layer_norm_then_projections(bias: bool = True, extra_reader: bool = False):
     """x [1, T, C] (the model's input: tokens in the lanes) → LayerNorm → three projections
     (with bias Adds, or without), their sum."""
