@@ -3,7 +3,8 @@
 Flags follow Tensil's compiler (``-a``, ``-m``, ``-o``, ``-t``, ``-s``, ``--layers-summary``,
 ``--strategy``, ``--input-shapes``) and the tools' shared conventions (:mod:`tcu_hw.cli`);
 ``--tasm`` writes an assembly listing, ``-i/--inputs IN.npz`` the expected outputs computed
-by the golden emulator for those inputs, ``--resize-mode tensil`` Tensil's Resize rule.
+by the golden emulator for those inputs, ``--resize-mode tensil`` Tensil's Resize rule,
+``--input-layout unfolded`` a stem convolution's taps in its input's channels.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from .compile import RESIZE_MODES, compile_model
 from .frontend import parse_input_shapes
 from .plan import STRATEGIES
 from .quantize import KINDS
+from .unfold import INPUT_LAYOUTS
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -50,6 +52,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resize-mode", choices=RESIZE_MODES, default="onnx",
                    help="onnx: Resize follows the model's opset semantics (default); tensil: "
                         "linear Resize always uses half-pixel centres, as Tensil's compiler")
+    p.add_argument("--input-layout", choices=INPUT_LAYOUTS, default="pixels",
+                   help="pixels: a pixel per vector, as Tensil's driver writes it (default); "
+                        "unfolded: an input read by a convolution of few channels is stored "
+                        "with that convolution's kernel taps in its channels, fewer MatMuls "
+                        "(the host unfolds it: the .tio.json says how, docs/tensil.md)")
     p.add_argument("--tasm", action="store_true", help="also write an assembly listing")
     add_inputs(p, "IN.npz", "inputs (arrays keyed by input name, in the model's layout): "
                "write the expected outputs computed by the golden emulator to "
@@ -90,7 +97,7 @@ def _compile(args, out, progress) -> int:
         c = compile_model(model, args.arch, outputs=outputs, input_shapes=shapes,
                           strategy=args.strategy, resize_mode=args.resize_mode,
                           model_file=args.model, progress=progress,
-                          axi_width=args.axi_data_width)
+                          axi_width=args.axi_data_width, input_layout=args.input_layout)
     for note in c.graph.assumed_dims:
         print(f"note: {note}", file=sys.stderr)
     files = c.files(asm=args.tasm)

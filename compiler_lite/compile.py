@@ -7,6 +7,7 @@ leaves no partial artifacts).
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +28,7 @@ from .lower import Lowering, check_graph
 from .plan import STRATEGIES, MemoryPlan, Planner
 from .prescale import prescale
 from .quant import integer_graph, is_quantized
+from .unfold import INPUT_LAYOUTS, unfold_inputs
 
 RESIZE_MODES = ("onnx", "tensil")
 
@@ -113,13 +115,19 @@ def write_all(target, files: dict[str, bytes]) -> list[Path]:
 
 def compile_model(model, arch, outputs=None, input_shapes=None, strategy: str = "local-vars",
                   resize_mode: str = "onnx", model_file: str | None = None,
-                  progress=None, axi_width: int | None = None) -> Compiled:
+                  progress=None, axi_width: int | None = None,
+                  input_layout: str = "pixels") -> Compiled:
     """Compile an ONNX model (path or ModelProto) for an architecture (path, preset name or
     :class:`Architecture`); ``axi_width``: the board's memory port in bits, for the cycle
-    estimate (default :func:`tcu_hw.arch.board_axi_width`)."""
+    estimate (default :func:`tcu_hw.arch.board_axi_width`); ``input_layout``: "pixels"
+    (Tensil's: a pixel per vector) or "unfolded" (an input read by a convolution of few
+    channels is stored with its kernel taps in the channels, :mod:`compiler_lite.unfold`)."""
     t0 = time.perf_counter()
     if strategy not in STRATEGIES:
         raise CompileError(f"strategy {strategy!r} is unknown; allowed: {', '.join(STRATEGIES)}")
+    if input_layout not in INPUT_LAYOUTS:
+        raise CompileError(f"input layout {input_layout!r} is unknown; allowed: "
+                           + ", ".join(INPUT_LAYOUTS))
     if resize_mode not in RESIZE_MODES:
         raise CompileError(f"resize mode {resize_mode!r} is unknown; allowed: "
                            + ", ".join(RESIZE_MODES))
@@ -128,12 +136,27 @@ def compile_model(model, arch, outputs=None, input_shapes=None, strategy: str = 
     axi_width = Options(axi_data_width=board_axi_width(spec, axi_width)).axi_data_width
     file_name = model_file or (str(model) if isinstance(model, (str, Path)) else "model.onnx")
     integer = arch.dtype.is_integer
+    if input_layout == "unfolded" and integer:
+        raise CompileError(f"{file_name}: input layout 'unfolded' is for fixed-point and "
+                           f"FLOAT32 types (an integer model pads with its zero point); "
+                           f"{arch.data_type} takes 'pixels'")
     say = progress or (lambda what: None)
     say(f"loading {file_name}")
     g = load_graph(model, input_shapes, outputs, source=file_name, keep_dequantize=integer)
     if integer:
         g = _integer(g, arch, file_name)
     check_graph(g, arch)
+    source_shapes = {name: g.shape(name) for name in g.inputs}
+    if not integer:                         # fixed point pads with zeros: inputs may unfold
+        g, unfolds, unfold_notes = unfold_inputs(g, arch.array_size,
+                                                 input_layout == "unfolded",
+                                                 beats_per_vector(arch, axi_width),
+                                                 arch.dram0_depth // 8)
+        g.notes.extend(unfold_notes)
+        if unfolds:
+            check_graph(g, arch)
+    else:
+        unfolds = {}
     say(f"lowering {len(g.nodes)} nodes")
     low = Lowering(g if integer else prescale(g, arch.dtype), arch, resize_mode)
     low.run()
@@ -146,7 +169,9 @@ def compile_model(model, arch, outputs=None, input_shapes=None, strategy: str = 
     program = em.emit()
     say(f"{len(program):,} instructions")
     name = model_name(file_name, spec if not isinstance(spec, Architecture) else "arch")
-    ios_in = [_io(low, b) for b in low.space.buffers if b.role == "input"]
+    ios_in = [dataclasses.replace(_io(low, b), shape=source_shapes[b.name],
+                                  unfold=unfolds.get(b.name))
+              for b in low.space.buffers if b.role == "input"]
     ios_out = []
     for out in g.outputs:
         b = next(b for b in low.space.buffers if getattr(b, "output_name", None) == out)

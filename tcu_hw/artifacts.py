@@ -34,6 +34,55 @@ def model_name(model_file, arch: ArchSpec) -> str:
 # ----------------------------------------------------------------------------- I/O layout
 
 @dataclass(frozen=True)
+class Unfold:
+    """An input the host lays out unfolded (docs/tensil.md, "Unfolded inputs"): the first
+    convolution's kernel taps along the width (and the height, when ``kernel[0] > 1``) moved
+    into the channels, so that the program's convolution reads ``kernel`` taps in one vector.
+
+    ``perm``: the model input's axes in (N, C, H, W) order (identity for an NCHW input; a
+    channels-last input reaches its convolution through a Transpose). With ``x`` = the input
+    so transposed, the stored tensor is (N, K·C, Ho, Wo), K = kernel[0]·kernel[1]::
+
+        u[n, (kh·kernel[1] + kw)·C + c, i, j] =
+            x[n, c, i·strides[0] + kh·dilations[0] − pads[0],
+                    j·strides[1] + kw·dilations[1] − pads[1]]      (0 outside x)
+    """
+
+    perm: tuple
+    kernel: tuple
+    strides: tuple
+    dilations: tuple
+    pads: tuple
+    out: tuple
+
+    def shape(self, source_shape) -> tuple:
+        """The stored tensor's shape for a model input of ``source_shape``."""
+        n, c = (source_shape[a] for a in self.perm[:2])
+        return (n, self.kernel[0] * self.kernel[1] * c) + tuple(self.out)
+
+    def apply(self, values) -> np.ndarray:
+        """The model input (its own layout) → the stored tensor (N, K·C, Ho, Wo)."""
+        x = np.transpose(np.asarray(values), self.perm)
+        N, C, H, W = x.shape
+        out = np.zeros((N, self.kernel[0], self.kernel[1], C) + tuple(self.out), x.dtype)
+        for kh in range(self.kernel[0]):
+            i = np.arange(self.out[0]) * self.strides[0] + kh * self.dilations[0] - self.pads[0]
+            for kw in range(self.kernel[1]):
+                j = np.arange(self.out[1]) * self.strides[1] + kw * self.dilations[1] \
+                    - self.pads[1]
+                rows, cols = np.ix_(np.flatnonzero((i >= 0) & (i < H)),
+                                    np.flatnonzero((j >= 0) & (j < W)))
+                out[:, kh, kw][:, :, rows, cols] = x[:, :, i[rows], j[cols]]
+        return out.reshape(self.shape(np.shape(values)))
+
+    def to_dict(self) -> dict:
+        return {k: list(getattr(self, k)) for k in UNFOLD_KEYS}
+
+
+UNFOLD_KEYS = ("perm", "kernel", "strides", "dilations", "pads", "out")
+
+
+@dataclass(frozen=True)
 class TensorLayout:
     """Where a model input or output sits in DRAM0 and how its elements map to vectors.
 
@@ -45,6 +94,9 @@ class TensorLayout:
     quantization of the tensor: the host quantizes a float input with onnxruntime's
     QuantizeLinear and dequantizes an output with its DequantizeLinear (:meth:`encode`,
     :meth:`decode`). None for fixed-point types (Tensil's rule, :func:`numeric.to_fixed`).
+
+    ``unfold``: an input stored unfolded (:class:`Unfold`): ``shape`` is still the model's,
+    ``order`` applies to the unfolded tensor, and :meth:`to_vectors` unfolds first.
     """
 
     name: str
@@ -54,12 +106,15 @@ class TensorLayout:
     vectors: int
     scale: float | None = None
     zero_point: int = 0
+    unfold: Unfold | None = None
 
     def to_dict(self) -> dict:
         d = {"name": self.name, "shape": list(self.shape), "order": list(self.order),
              "base": self.base, "size": self.vectors}
         if self.scale is not None:
             d.update(scale=float(self.scale), zero_point=int(self.zero_point))
+        if self.unfold is not None:
+            d["unfold"] = self.unfold.to_dict()
         return d
 
     def encode(self, values, dt, n: int) -> tuple[np.ndarray, int]:
@@ -85,6 +140,8 @@ class TensorLayout:
         if tuple(a.shape) != tuple(self.shape):
             raise ArtifactError(f"tensor '{self.name}': shape {list(a.shape)}, expected "
                                 f"{list(self.shape)}")
+        if self.unfold is not None:
+            a = self.unfold.apply(a)
         t = np.transpose(a, self.order)
         inner = t.shape[-1] if t.ndim else 1
         rows = t.reshape(-1, inner)
@@ -95,6 +152,9 @@ class TensorLayout:
 
     def from_vectors(self, vecs, n: int) -> np.ndarray:
         """(vectors, n) → model-layout array."""
+        if self.unfold is not None:
+            raise ArtifactError(f"tensor '{self.name}' is stored unfolded: it is written, "
+                                f"not read back")
         tshape = [self.shape[a] for a in self.order]
         inner = tshape[-1] if tshape else 1
         per = -(-inner // n)
@@ -118,14 +178,51 @@ def read_io_layout(path) -> tuple[list[TensorLayout], list[TensorLayout]]:
                                      tuple(int(v) for v in e["order"]), int(e["base"]),
                                      int(e["size"]),
                                      float(e["scale"]) if "scale" in e else None,
-                                     int(e.get("zero_point", 0))) for e in d[key]])
+                                     int(e.get("zero_point", 0)), _unfold(e))
+                        for e in d[key]])
     except (KeyError, TypeError, ValueError) as e:
         raise ArtifactError(f"{path}: malformed I/O layout: {e}") from None
     for t in out[0] + out[1]:
         if sorted(t.order) != list(range(len(t.shape))):
             raise ArtifactError(f"{path}: tensor '{t.name}': order {list(t.order)} is not a "
                                 f"permutation of its {len(t.shape)} axes")
+    _check_unfolds(path, d, out[0], out[1])
     return out[0], out[1]
+
+
+def _unfold(entry: dict) -> Unfold | None:
+    u = entry.get("unfold")
+    if u is None:
+        return None
+    if any(not isinstance(v, int) for k in UNFOLD_KEYS for v in u[k]):
+        raise ValueError(f"tensor '{entry['name']}': unfold {u}: every value is an integer")
+    unfold = Unfold(*(tuple(u[k]) for k in UNFOLD_KEYS))
+    if sorted(unfold.perm) != [0, 1, 2, 3] or \
+            any(len(getattr(unfold, k)) != 2 for k in UNFOLD_KEYS[1:]):
+        raise ValueError(f"tensor '{entry['name']}': unfold {u}: perm must order 4 axes and "
+                         f"the other keys hold 2 numbers each")
+    if min(unfold.kernel + unfold.strides + unfold.dilations + unfold.out) < 1 or \
+            min(unfold.pads) < 0 or len(entry["shape"]) != 4:
+        raise ValueError(f"tensor '{entry['name']}': unfold {u}: a 4-D input, kernel, "
+                         f"strides, dilations and out at least 1, pads at least 0")
+    return unfold
+
+
+def _check_unfolds(path, d: dict, inputs, outputs) -> None:
+    """Unfolds only on inputs, each giving the vectors its ``size`` says."""
+    for t in outputs:
+        if t.unfold is not None:
+            raise ArtifactError(f"{path}: output '{t.name}' has an unfold; only inputs do")
+    n = int(d.get("array_size", 0))
+    for t in inputs:
+        if t.unfold is None or n < 1:
+            continue
+        stored = t.unfold.shape(t.shape)
+        inner = stored[t.order[-1]]
+        vectors = int(np.prod(stored)) // inner * -(-inner // n)
+        if vectors != t.vectors:
+            raise ArtifactError(f"{path}: input '{t.name}': unfolded to {list(stored)} it takes "
+                                f"{vectors} vectors of {n} lanes, its size says {t.vectors}")
 
 
 # ----------------------------------------------------------------------------------- tmodel

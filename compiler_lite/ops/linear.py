@@ -308,8 +308,11 @@ def conv(node, ctx: Lowering):
     out_shape = ctx.g.shape(node.outputs[0])
 
     def lower(into=None):               # the input as it is named then (it may have moved)
-        return spatial_linear(ctx, ctx.tensor(node.inputs[0]), node.outputs[0], out_shape,
-                              wfull, bias, strides, dil, pads, Co * Cig, into=into)
+        b = spatial_linear(ctx, ctx.tensor(node.inputs[0]), node.outputs[0], out_shape,
+                           wfull, bias, strides, dil, pads, Co * Cig, into=into)
+        if node.attr("tcu_true_macs") is not None:      # an unfolded input (unfold.py)
+            b.macs = int(node.attr("tcu_true_macs"))
+        return b
 
     def fusable():
         x = ctx.tensor(node.inputs[0])
