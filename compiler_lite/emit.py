@@ -299,7 +299,8 @@ class Emitter:
                                  0 if to_local else lc.simd_local + lc.lut_vectors,
                                  self.arch.accumulator_depth, to_local,
                                  tuple(layer.written[1:]),
-                                 self.arch.dtype.is_integer and sums_in_any_order(layer), units)
+                                 self.arch.dtype.is_integer and sums_in_any_order(layer), units,
+                                 beats=self.beats)
         return LayerCut(search, staged, acc_bufs, ranges_of, spans_of, layer)
 
     # -------------------------------------------------------------------- the ring

@@ -41,7 +41,8 @@ TILE_COST = 2
 STORE_MOVES = 2
 #: ... this many vectors moved from or to DRAM cost one instruction ...
 DRAM_VECTORS_PER_INSTRUCTION = 16
-#: ... and without double buffering each partition waits for its loads.
+#: ... and without double buffering each partition waits for its loads: an instruction, and
+#: the staged vectors' AXI beats (as many instructions as as many DRAM vectors would cost).
 SINGLE_BUFFER_COST = 1
 
 #: The fewest vectors a chunk of a source loaded chunk by chunk holds
@@ -210,14 +211,17 @@ class PartitionSearch:
     in local memory outside the arena (``held``, mode "held"). ``chunkable``: the layer may
     load its one staged source chunk by chunk when nothing else fits (:meth:`chunked`).
     ``units``: the partition units to try, largest first (default: a row of ``out``, then
-    a pixel's channel blocks).
+    a pixel's channel blocks). ``beats``: AXI beats per DRAM vector, what a partition
+    without double buffering waits for its loads.
     """
 
     def __init__(self, out: Buffer, staged: list[Buffer], ranges_of: Callable,
                  spans_of: Callable, lc: LayerConsts, arena: int, fixed_local: int,
                  acc_depth: int, to_local: bool, saves: tuple = (),
-                 chunkable: bool = False, units: list[int] | None = None) -> None:
+                 chunkable: bool = False, units: list[int] | None = None,
+                 beats: int = 1) -> None:
         self.out = out
+        self.beats = beats
         self.chunkable = chunkable and len(staged) == 1
         self.staged = staged
         self.ranges_of = ranges_of
@@ -325,7 +329,8 @@ class PartitionSearch:
             tile_dram += parts * (-(-self.tile_vectors // chunk))
         return TILE_COST * self.tiles * parts + parts * (len(self.staged) + STORE_MOVES) + \
             (tile_dram + parts * sum(need.stage.values())) / DRAM_VECTORS_PER_INSTRUCTION + \
-            (0 if double else SINGLE_BUFFER_COST * parts)
+            (0 if double else parts * (SINGLE_BUFFER_COST + self.beats * sum(
+                need.stage.values()) / DRAM_VECTORS_PER_INSTRUCTION))
 
     def candidates(self, units: int) -> list[tuple[float, str, bool, int]]:
         """(cost, mode, double, rows) of every way that fits with rows of ``units``."""
