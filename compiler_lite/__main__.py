@@ -23,7 +23,7 @@ from .compile import RESIZE_MODES, compile_model
 from .frontend import parse_input_shapes
 from .plan import STRATEGIES
 from .quantize import KINDS
-from .unfold import INPUT_LAYOUTS
+from .unfold import add_input_layout
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -52,11 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resize-mode", choices=RESIZE_MODES, default="onnx",
                    help="onnx: Resize follows the model's opset semantics (default); tensil: "
                         "linear Resize always uses half-pixel centres, as Tensil's compiler")
-    p.add_argument("--input-layout", choices=INPUT_LAYOUTS, default="pixels",
-                   help="pixels: a pixel per vector, as Tensil's driver writes it (default); "
-                        "unfolded: an input read by a convolution of few channels is stored "
-                        "with that convolution's kernel taps in its channels, fewer MatMuls "
-                        "(the host unfolds it: the .tio.json says how, docs/tensil.md)")
+    add_input_layout(p)
     p.add_argument("--tasm", action="store_true", help="also write an assembly listing")
     add_inputs(p, "IN.npz", "inputs (arrays keyed by input name, in the model's layout): "
                "write the expected outputs computed by the golden emulator to "

@@ -22,10 +22,21 @@ from tcu_hw.artifacts import Unfold
 from tcu_hw.errors import CompileError
 
 from .frontend import Graph, Node
-from .geometry import window_attrs
+from .geometry import pixel_grid, window_attrs, window_taps
 
 INPUT_LAYOUTS = ("pixels", "unfolded")
 IDENTITY = (0, 1, 2, 3)
+
+
+def add_input_layout(parser) -> None:
+    """The ``--input-layout`` option of the commands that compile (compiler_lite,
+    sim.check)."""
+    parser.add_argument(
+        "--input-layout", choices=INPUT_LAYOUTS, default="pixels",
+        help="pixels: a pixel per vector, as Tensil's driver writes it (default); unfolded: "
+             "an input read by a convolution of few channels is stored with that "
+             "convolution's kernel taps in its channels, fewer MatMuls (the host unfolds "
+             "it: the .tio.json says how, docs/tensil.md)")
 
 
 @dataclasses.dataclass
@@ -99,16 +110,15 @@ def choose(c: Candidate, g: Graph, n: int, beats: int = 1, room: int | None = No
 
 
 def true_macs(c: Candidate, g: Graph) -> int:
-    """The convolution's MACs counted Tensil's way (taps in the padding are not MACs)."""
-    N, C = c.nchw[:2]
+    """The convolution's MACs counted as :func:`.ops.linear.spatial_linear` counts them for
+    pixels (Tensil's way: taps in the padding are not MACs)."""
+    N, C, H, W = c.nchw
     w = g.consts[c.conv.inputs[1]]
     kernel, strides, dil, pads = window_attrs(c.conv, c.nchw, w.shape[2:])
-    inside = []
-    for axis in (0, 1):
-        pos = np.arange(g.shapes[c.conv.outputs[0]][2 + axis])[:, None] * strides[axis] + \
-            np.arange(kernel[axis])[None, :] * dil[axis] - pads[2 * axis]
-        inside.append(int(np.count_nonzero((pos >= 0) & (pos < c.nchw[2 + axis]))))
-    return N * w.shape[0] * C * inside[0] * inside[1]
+    _, rows, cols = pixel_grid(N, *g.shapes[c.conv.outputs[0]][2:])
+    inside = sum(int(np.count_nonzero(t[-1]))
+                 for t in window_taps(rows, cols, H, W, kernel, strides, dil, pads))
+    return w.shape[0] * C * inside
 
 
 def unfolded_conv(c: Candidate, mode: str, g: Graph) -> tuple[Node, np.ndarray]:

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from compiler_lite.plan import STRATEGIES
-from compiler_lite.unfold import INPUT_LAYOUTS
+from compiler_lite.unfold import add_input_layout
 from tcu_hw.cli import (add_arch, add_axi_width, add_input_shapes, add_inputs, add_model,
                         add_quiet, add_target_dir, pc_around, pc_window, plain,
                         positive)
@@ -52,9 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_input_shapes(p)
     p.add_argument("--strategy", choices=STRATEGIES, default="local-vars",
                    help="the compiler's memory strategy (default local-vars)")
-    p.add_argument("--input-layout", choices=INPUT_LAYOUTS, default="pixels",
-                   help="how the inputs are stored (default pixels, Tensil's; unfolded: a "
-                        "stem convolution's kernel taps in its input's channels, docs/tensil.md)")
+    add_input_layout(p)
     add_target_dir(p, "keep the compiled artifacts here (default: a temporary directory)",
                    aliases=("--target",))
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
