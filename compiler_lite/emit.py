@@ -145,6 +145,32 @@ class PartitionView:
         return out
 
 
+def folded_relu(layer: Layer) -> Simd | None:
+    """The layer's last step when it is a ReLU over every vector of its output: the store
+    applies it instead (acc→local moves of kind 0x4, docs/isa_extensions.md), so it costs
+    no SIMD instruction."""
+    s = layer.steps[-1] if layer.steps else None
+    if isinstance(s, Simd) and s.is_relu and s.buf is layer.out and \
+            len(s.o) == layer.out.vectors and \
+            np.array_equal(np.sort(s.o), np.arange(layer.out.vectors)):
+        return s
+    return None
+
+
+def trailing_saves(layer: Layer, relu: Simd | None) -> list[Save]:
+    """The copies (``Save`` steps) the layer stores after its last step that changes the
+    accumulators (the ReLU its store applies, ``relu``, does not): they hold the same values
+    at the end, so they are stored after the output, which the next layer waits for."""
+    late = []
+    for s in reversed(layer.steps):
+        if s is relu:
+            continue
+        if not isinstance(s, Save):
+            break
+        late.append(s)
+    return late[::-1]
+
+
 class Emitter:
     """Emits the program of a list of layers with a memory plan (see the module)."""
 
@@ -322,8 +348,12 @@ class Emitter:
             consts = lc.simd_local + lc.lut_vectors
             starts = tuple(sorted({r.offset - lc.tile_base for refs in lc.tiles for r in refs}))
             barrier = part.mode == "stream" or part.chunk
+            arena = layout_arena(part, lc, self.plan.local_top[li], room,
+                                 self._cut(li).staged, alone.out_staged, False)
+            stores = tuple((at, at + part.need.out) for areas in arena.out_stage.values()
+                           for at in areas)
             rooms.append(LayerRoom(lc.tile_vectors, consts, None if barrier else room + consts,
-                                   starts or (0,)))
+                                   starts or (0,), stores))
         self.ring, self.blocks, self.barriers = plan_ring(rooms, top)
         if self.blocks:
             self.prefetch = Prefetcher(self.blocks, self.beats)
@@ -422,8 +452,12 @@ class Emitter:
             base += hi - lo
         stage = {buf: areas[job.slot(p)] for buf, areas in job.arena.stage.items()}
         view = PartitionView(R, job.spans_of(R), acc_at, stage, self.space)
+        relu = folded_relu(job.layer)
+        late = trailing_saves(job.layer, relu)
         for k, s in enumerate(job.layer.steps):
             self._feed()
+            if s is relu or any(s is t for t in late):
+                continue                        # (the store rectifies, kind 0x4; see below)
             if isinstance(s, Linear) and part.chunk:
                 self._emit_chunked(job, k, s, view)
             elif isinstance(s, Linear):
@@ -438,36 +472,41 @@ class Emitter:
                 self._emit_zero(s, view)
             elif isinstance(s, Save):
                 self._store(job, p, acc_at[job.layer.out] + a, s.to)
-        self._store(job, p, acc_at[job.layer.out] + a, job.layer.out)
+        self._store(job, p, acc_at[job.layer.out] + a, job.layer.out,
+                    DataMoveKind.ACC_TO_LOCAL_RELU if relu else DataMoveKind.ACC_TO_LOCAL)
+        for s in late:                          # copies after the output the next layer reads
+            self._store(job, p, acc_at[job.layer.out] + a, s.to)
 
-    def _store(self, job: LayerJob, p: int, acc_a: int, F: Buffer) -> None:
+    def _store(self, job: LayerJob, p: int, acc_a: int, F: Buffer,
+               kind: DataMoveKind = DataMoveKind.ACC_TO_LOCAL) -> None:
         """Partition ``p``'s output vectors from accumulator ``acc_a`` on to the same vectors
         of ``F`` (the layer's output or a saved copy), at its home (through an output
-        staging area to DRAM0)."""
+        staging area to DRAM0), by acc→local moves of ``kind`` (0x4: rectified)."""
         a, b = job.part.bounds[p]
         if job.order is not None:               # channel groups: back in place
-            self._store_grouped(job, p, acc_a, F)
+            self._store_grouped(job, p, acc_a, F, kind)
             return
         if F.home[0] == "local":
-            self.move(DataMoveKind.ACC_TO_LOCAL, F.home[1] + a, acc_a, b - a)
+            self.move(kind, F.home[1] + a, acc_a, b - a)
             return
         dst = job.arena.out_stage[F][job.slot(p)]
-        self.move(DataMoveKind.ACC_TO_LOCAL, dst, acc_a, b - a)
+        self.move(kind, dst, acc_a, b - a)
         if F.home[0] != "dram0":
             self.fail(job.layer, f"internal: output buffer home {F.home}")
         self.move(DataMoveKind.LOCAL_TO_DRAM0, dst, F.home[1] + a, b - a)
         job.stats.dram_vectors += b - a
 
-    def _store_grouped(self, job: LayerJob, p: int, acc_a: int, F: Buffer) -> None:
+    def _store_grouped(self, job: LayerJob, p: int, acc_a: int, F: Buffer,
+                       kind: DataMoveKind) -> None:
         """:meth:`_store` of a layer in channel groups: accumulator positions a..b-1 hold
         output vectors ``order[a:b]`` (a group's blocks of consecutive pixels)."""
         a, b = job.part.bounds[p]
         vec = job.order[a:b]
         if F.home[0] == "local":
-            self.moves(DataMoveKind.ACC_TO_LOCAL, F.home[1] + vec, acc_a + np.arange(b - a))
+            self.moves(kind, F.home[1] + vec, acc_a + np.arange(b - a))
             return
         dst = job.arena.out_stage[F][job.slot(p)]
-        self.move(DataMoveKind.ACC_TO_LOCAL, dst, acc_a, b - a)
+        self.move(kind, dst, acc_a, b - a)
         self.moves(DataMoveKind.LOCAL_TO_DRAM0, dst + np.arange(b - a), F.home[1] + vec)
         job.stats.dram_vectors += b - a
 

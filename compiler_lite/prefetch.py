@@ -15,7 +15,9 @@ barrier: it loads its own block as before, no load for a later layer is issued b
 ends, so the ring is empty while it runs and it keeps its whole arena
 (:func:`ring_capacity` chooses the size). Blocks are placed one after another, wrapping to
 the ring's start (tiles cut between two tiles, constants whole); a block's load is issued
-during the layer after the last one whose block it overwrites.
+during the layer after the last one whose block it overwrites. The first block after a
+barrier goes above the barrier's output staging areas where the ring has room there: the
+barrier's stores to DRAM0 still read them while the next layer starts.
 
 Pacing (:class:`Prefetcher`): the DRAM unit runs each port's moves in order and queues two,
 and the dispatcher waits at a third, holding up the compute instructions behind it. So the
@@ -74,13 +76,16 @@ class Block:
 @dataclass
 class LayerRoom:
     """What planning needs of one layer: its constants and weight tiles (to load from DRAM1;
-    ``starts``: where each tile begins in them) and the room its arena leaves with them in
-    the ring (``ring_room``; None when it streams its tiles)."""
+    ``starts``: where each tile begins in them), the room its arena leaves with them in
+    the ring (``ring_room``; None when it streams its tiles) and ``stores``: the local
+    ranges [lo, hi) its arena stages outputs in when it has the whole arena (a barrier),
+    which its stores to DRAM0 still read after it ends."""
 
     tiles: int
     consts: int
     ring_room: int | None
     starts: tuple[int, ...] = (0,)
+    stores: tuple[tuple[int, int], ...] = ()
 
     @property
     def size(self) -> int:
@@ -132,6 +137,15 @@ class _Ring:
     def __init__(self, base: int, cap: int) -> None:
         self.base, self.cap, self.at = base, cap, 0
 
+    def skip(self, busy, n: int) -> None:
+        """Move past the ranges [lo, hi) of ``busy`` that the next ``n`` vectors would
+        overlap, where they fit above them before the ring's end."""
+        start = self.base + self.at
+        for lo, hi in sorted(busy):
+            if start < hi and lo < start + n and hi + n <= self.base + self.cap:
+                start = hi
+        self.at = start - self.base
+
     def take(self, n: int, starts=None) -> list[tuple[int, int, int]]:
         """Pieces (local vector, offset, vectors) for ``n`` vectors: whole when ``starts``
         is None, else cut at one of ``starts`` when the ring wraps."""
@@ -158,6 +172,8 @@ def plan_ring(rooms: list[LayerRoom], top: int) -> tuple[int, dict[int, Block], 
             last_wall = li
         if li not in ring:
             continue
+        if last_wall == li - 1 >= 0:            # loaded while the barrier's stores still run
+            place.skip(rooms[last_wall].stores, room.size)
         consts = place.take(room.consts)[0][0] if room.consts else 0
         pieces = place.take(room.tiles, room.starts) if room.tiles else []
         b = Block(li, consts, room.consts, pieces, 0)

@@ -23,6 +23,8 @@ PARAM_OPS = {"Conv", "Gemm", "MatMul", "BatchNormalization", "PRelu", "Add", "Su
              "Concat", "Max", "Min"}
 DRAM_KINDS = {DataMoveKind.DRAM0_TO_LOCAL, DataMoveKind.LOCAL_TO_DRAM0,
               DataMoveKind.DRAM1_TO_LOCAL, DataMoveKind.LOCAL_TO_DRAM1}
+#: acc→local moves, which the compute unit's accumulator drain runs beside the sequencer
+DRAIN_KINDS = {DataMoveKind.ACC_TO_LOCAL, DataMoveKind.ACC_TO_LOCAL_RELU}
 
 
 #: Compute instructions queued in the compute unit, plus the one it runs: a LoadWeights
@@ -38,12 +40,14 @@ def estimate(instrs, arch, beats: int = 1) -> tuple[int, int]:
     """(compute-unit cycles, DRAM-unit cycles) of a run of instructions, ``beats`` DRAM
     cycles per vector moved.
 
-    The compute unit issues one vector per cycle (MatMul, acc↔local moves, LoadLUT) or one
-    SIMD instruction; its weight loader pushes LoadWeights beside it. A tile's pushes start
-    when the previous tile has switched in and the LoadWeights has reached the loader
-    (behind at most :data:`COMPUTE_LOOKAHEAD` instructions still to run), so a switching
-    MatMul waits for the pushes that the work still ahead of it did not cover."""
-    compute = dram = 0
+    The compute unit issues one vector per cycle (MatMul, local→acc moves, LoadLUT) or one
+    SIMD instruction; its weight loader pushes LoadWeights beside it, and its accumulator
+    drain the acc→local moves, one vector a cycle from when the work before them is issued.
+    A tile's pushes start when the previous tile has switched in and the LoadWeights has
+    reached the loader (behind at most :data:`COMPUTE_LOOKAHEAD` instructions still to
+    run), so a switching MatMul waits for the pushes that the work still ahead of it did
+    not cover."""
+    compute = dram = drained = 0
     pushes = cover = 0
     recent: list[int] = []                  # slot work of the latest instructions since a switch
     lut = lut_vectors(arch.lut_depth, arch.array_size)
@@ -64,6 +68,9 @@ def estimate(instrs, arch, beats: int = 1) -> tuple[int, int]:
             if ins.kind in DRAM_KINDS:
                 dram += (ins.size + 1) * beats
                 continue
+            if ins.kind in DRAIN_KINDS:
+                drained = max(drained, compute) + ins.size + 1
+                continue
             work = ins.size + 1
         elif isinstance(ins, SIMD):
             work = 1
@@ -76,7 +83,7 @@ def estimate(instrs, arch, beats: int = 1) -> tuple[int, int]:
             cover += work
         else:
             recent.append(work)
-    return compute, dram
+    return max(compute, drained), dram
 
 
 def true_consts(graph) -> int:

@@ -664,9 +664,11 @@ def fixed() -> Page:
 
 
 def core_pages() -> list[Page]:
-    """Decoder, compute unit and DRAM engine: a small program on the core, with probes."""
+    """Decoder, compute unit, accumulator drain and DRAM engine: a small program on the
+    core, with probes."""
     from sim.pyrtl_backend import DramTiming, PyrtlCore
     from tcu_hw.asm import format_instruction
+    from tcu_hw.blocks.acc_drain import AccDrain
     from tcu_hw.blocks.compute import ComputeUnit
     from tcu_hw.blocks.decoder import Decoder
     from tcu_hw.blocks.dram_engine import DramEngine
@@ -678,7 +680,7 @@ def core_pages() -> list[Page]:
                LoadWeights(0, 0, n), MatMul(8, 0, 0, 0, 3), SIMD(SimdOp.ZERO, 0, 0, 1),
                SIMD(SimdOp.MAX, 0, 1, 0, read_address=1, write_address=1, read=True,
                     write=True),
-               DataMove(K.ACC_TO_LOCAL, 16, 0, 0, 0, 3),
+               DataMove(K.ACC_TO_LOCAL_RELU, 16, 0, 0, 0, 3), MatMul(12, 0, 4, 0, 3),
                DataMove(K.LOCAL_TO_DRAM0, 16, 0, 8, 0, 3)]
     sim = PyrtlCore(arch, program_bits=8, probes=True)
     rng = np.random.default_rng(0)
@@ -691,6 +693,7 @@ def core_pages() -> list[Page]:
     listing = "\n".join(f"{pc}: {format_instruction(i)}" for pc, i in enumerate(program))
     core = sim.core
     dec, cu, de = core.decoder, core.compute, core.dram
+    drain = cu.drain
 
     def named(name):                            # a signal of the core that is not a port
         return internal(sim.block, name)
@@ -728,9 +731,21 @@ def core_pages() -> list[Page]:
          common + " the weight loader pushes the tile as the DRAM1 load writes it "
          "(`array.weights.valid`) while the MatMul waits for its pushes (`stall: push`, after "
          "its inputs arrived); then one micro-op (one vector) issues per cycle: the 4 MatMul "
-         "vectors, the SIMD and the move vectors follow each other; results reach the "
+         "vectors, the SIMDs and the next MatMul's vectors follow each other, while the "
+         "accumulator drain moves the first block out beside them; results reach the "
          "accumulators n + 1 cycles after they enter the array.",
          lambda: ComputeUnit(lay, arch.dtype)),
+        ("AccDrain", "tcu_hw.blocks.acc_drain", "drain = AccDrain(arch.layout, arch.dtype)",
+         drain, ["moves.valid", ("cleared", named("drain_act_cleared"), "bit"),
+                 "acc_hold", "acc_read", ("acc addr", named("drain_acc_addr"), "int"),
+                 ("sequencer issue", named("cu_issue"), "bit"),
+                 "local_a.want", "local_a.grant", "local_b.grant"],
+         common + " the rectified move enters the drain behind the MatMul and the SIMDs "
+         "that write its accumulators; it reads them once those have issued (`cleared`) and "
+         "their writes have landed (`acc_hold`), and writes local memory through port A in "
+         "the cycles the next MatMul leaves it, else port B, while the sequencer issues that "
+         "MatMul.",
+         lambda: AccDrain(lay, arch.dtype)),
         ("DramEngine", "tcu_hw.blocks.dram_engine",
          "dram = DramEngine(arch.layout, vector_bits=64)", de, [
             "moves.valid", ("DRAM1 requests active", named("dram_c1_rg_active"), "bit"),
@@ -751,7 +766,7 @@ def core_pages() -> list[Page]:
     arch_setup = ("from tcu_hw.arch import preset", 'arch = preset("cmoda7")')
     setup = {"Decoder": ("import pyrtl", *LAYOUT,
                          'word = pyrtl.WireVector(8 * layout.instruction_bytes, "word")'),
-             "ComputeUnit": arch_setup, "DramEngine": arch_setup}
+             "ComputeUnit": arch_setup, "DramEngine": arch_setup, "AccDrain": arch_setup}
     return [Page(name, mod, ctor, diagram(t, rows_of(inst, rows), cycles, first), note,
                  fresh(make), setup[name])
             for name, mod, ctor, inst, rows, note, make in pages]

@@ -369,6 +369,8 @@ class Emulator:
         if kind.to_local:
             if other == "acc":
                 values = self.acc[other_span[0]]
+                if kind == DataMoveKind.ACC_TO_LOCAL_RELU:
+                    values = np.maximum(values, 0)
                 if self.dt.is_integer:          # accumulator values narrow to the data type
                     values = numeric.saturate(values, self.dt, stats.sat["acc_to_local"])
             else:

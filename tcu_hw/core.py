@@ -89,9 +89,10 @@ class Core:
         loader = options.weight_loader
         self.compute = cu = ComputeUnit(lay, arch.dtype, external=external_rams,
                                         weight_loader=loader)
-        self.dram = de = DramEngine(lay, vec, guest=loader)
+        self.dram = de = DramEngine(lay, vec, guest=loader, writer=True)
         connect(cu.local, local.a)
         connect(de.local, local.b)
+        connect(cu.drain_local, de.writer)
         if loader:
             connect(cu.weights_local, de.guest)
         self.dram0, self.dram1 = de.ports
@@ -124,12 +125,14 @@ class Core:
         chained = options.chained_hazards
         compute_conflict = named(_conflict(d.local, de.entries, chained),
                                  "dec_conflict_with_dram")
-        if loader:          # the loader and the sequencer run side by side (see ComputeUnit)
-            cls = compute_struct(lay).unpack(d.compute).cls
-            compute_conflict = compute_conflict | named(
-                ((cls == LW) & _conflict(d.local, cu.sequencer_entries, False)) |
-                ((cls == A2L) & _conflict(d.local, cu.loader_entries, False)),
-                "dec_conflict_in_compute")
+        # the sequencer, the loader and the drain run side by side (see ComputeUnit): a
+        # drained move waits for reads in flight of its range, a loaded tile for its writes
+        cls = compute_struct(lay).unpack(d.compute).cls
+        inside = (cls == A2L) & _conflict(d.local, cu.sequencer_entries + cu.loader_entries,
+                                          False)
+        if loader:
+            inside = inside | ((cls == LW) & _conflict(d.local, cu.drain_entries, False))
+        compute_conflict = compute_conflict | named(inside, "dec_conflict_in_compute")
         dram_conflict = named(_conflict(d.local, cu.entries, chained),
                               "dec_conflict_with_compute")
         de.chain(cu.readers if chained else [])

@@ -58,6 +58,7 @@ class DataMoveKind(enum.IntEnum):
     LOCAL_TO_DRAM0 = 0x1
     DRAM1_TO_LOCAL = 0x2
     LOCAL_TO_DRAM1 = 0x3
+    ACC_TO_LOCAL_RELU = 0x4         # accumulators → local, rectified (docs/isa_extensions.md)
     ACC_TO_LOCAL = 0xC
     LOCAL_TO_ACC = 0xD
     LOCAL_TO_ACC_SHIFT = 0xE        # integer data types only (docs/integer.md)
@@ -83,7 +84,7 @@ class DataMoveKind(enum.IntEnum):
     @property
     def to_local(self) -> bool:
         return self in (DataMoveKind.DRAM0_TO_LOCAL, DataMoveKind.DRAM1_TO_LOCAL,
-                        DataMoveKind.ACC_TO_LOCAL)
+                        DataMoveKind.ACC_TO_LOCAL, DataMoveKind.ACC_TO_LOCAL_RELU)
 
 
 class SimdOp(enum.IntEnum):

@@ -2,47 +2,61 @@
 
 A queue of decoded compute instructions (:func:`tcu_hw.blocks.decoder.compute_struct`)
 feeds a sequencer that issues one micro-op (one vector) per cycle; consecutive
-instructions follow each other without a bubble. LoadWeights go to a
-:class:`~tcu_hw.blocks.weight_loader.WeightLoader` beside the sequencer (reading local
+instructions follow each other without a bubble. Two units run beside the sequencer:
+LoadWeights go to a :class:`~tcu_hw.blocks.weight_loader.WeightLoader` (reading local
 memory port A in the cycles the sequencer leaves it free, else port B), so the next tile's
-pushes overlap this tile's MatMuls; without the loader they take the sequencer's slot too. Every sequencer micro-op has the same shape::
+pushes overlap this tile's MatMuls (without the loader they take the sequencer's slot too);
+acc→local moves (kinds 0xC and 0x4) go to an :class:`~tcu_hw.blocks.acc_drain.AccDrain`
+(the accumulators' outside read port; local port A when the sequencer and the loader leave
+it, else port B), so a layer's output goes to local memory while the next MatMuls run::
+
+    instructions ─┬─ LoadWeights ──────▶ weight loader ── push ─▶ array weights
+                  ├─ acc→local moves ──▶ accumulator drain ◀── acc read port
+                  │    (token: acc writers before it)  └──▶ local port A / B writes
+                  └─ the rest ─▶ [queue] ─▶ sequencer ─▶ array ─▶ accumulator writes
+
+Every sequencer micro-op has the same shape::
 
     t0  issue: local port A read address / accumulator read address      (registered reads)
     t1  data:  MatMul      local → array (x)                 ─┐
                local→acc   local → array pass-through        ─┤ array: n+1 cycles,
                SIMD        acc → register                     │ pass-through keeps
-               acc→local   acc → local port A write           │ the value exact
-               LoadLUT     local → lookup table               │
+               LoadLUT     local → lookup table               │ the value exact
                (LoadWeights local → array weight push, without the loader)
     t2         SIMD        register → ALU → array pass-through ─┘
     t1+n+1     array out → accumulator write / accumulate (in issue order; a SIMD's a cycle
                later, as it entered the array a cycle later)
 
-Router: local port A is read at t0 or written at t1 (acc→local); the array input takes the
-local data at t1, or the SIMD result at t2, or the local data as pass-through at t1; the
-accumulator write port always takes the array output. Because every accumulator write goes through the same
-pipeline, writes stay in program order.
+Router: local port A is read at t0 (the sequencer, else the loader) or written by the
+drain; the array input takes the local data at t1, or the SIMD result at t2, or the local
+data as pass-through at t1; the accumulator write port always takes the array output.
+Because every accumulator write goes through the same pipeline, writes stay in program
+order. The accumulators' outside read port serves the drain first, then a SIMD read.
 
 Weight tiles switch explicitly: the first MatMul after LoadWeights carries ``switch`` on
 its first vector. With the loader, that MatMul waits until the loader has pushed every
 LoadWeights before it (``token``), and a LoadWeights waits until every switch before it has
-happened (``epoch``), see :mod:`tcu_hw.blocks.weight_loader`. The loader and the
-sequencer do not order local-memory accesses between themselves: the sender (the core's
-dispatcher) holds a LoadWeights while it overlaps an acc→local move in flight
-(``sequencer_entries``) and an acc→local move while it overlaps a LoadWeights in flight
-(``loader_entries``), as it does for the DRAM engine.
+happened (``epoch``), see :mod:`tcu_hw.blocks.weight_loader`. The drain carries the count
+of accumulator writers (MatMuls, local→acc moves, SIMDs that write) given to the sequencer
+before each move and reads once they have all issued. Between the three units and local
+memory the sender (the core's dispatcher) keeps order: it holds a LoadWeights while it
+overlaps a move in the drain (``drain_entries``) and a move while it overlaps a read in
+flight in the sequencer or the loader (``sequencer_entries``, ``loader_entries``), as it
+does for the DRAM engine.
 
 Hazards (the sequencer stalls the micro-op at t0):
 
-- accumulator read-after-write: an accumulator read (SIMD with read, acc→local) waits while
-  a write to the same address is in the array pipeline, at t1 or at t2 (the array carries
-  the address in its stage tags);
-- local port A: a local read cannot issue while the previous micro-op writes port A;
+- accumulator read-after-write: an accumulator read (SIMD with read) waits while a write to
+  the same address is in the array pipeline, at t1 or at t2 (the array carries the address
+  in its stage tags), and in a cycle the drain reads;
+- accumulator write-after-read: a micro-op that writes an address a move in the drain
+  (with no older writer left) has still to read waits;
 - array entry: a MatMul or local→acc micro-op cannot issue right after a SIMD that writes
   the accumulators (that SIMD's result enters the array from t2 in the cycle the new
   micro-op would enter from t1): one bubble where a SIMD run meets a MatMul;
 - chaining: a local read waits while ``local_wait`` says an earlier instruction in another
-  unit (a DRAM→local move) has still to write its address;
+  unit (a DRAM→local move) has still to write its address, or while the drain has still to
+  write it;
 - weights: a switching MatMul waits for the loader (``token``); without the loader, a
   weight push waits while the tile in use is only in the array's staging chain
   (``SystolicArray.push_ok_next``).
@@ -58,7 +72,8 @@ from pyrtl import Const, Register, WireVector
 from ..arch import COMPUTE_QUEUE_DEPTH
 from ..isa import Layout
 from ..numeric import DataType
-from . import fixed, lanes
+from . import lanes
+from .acc_drain import AccDrain
 from .accumulator import Accumulator
 from .decoder import (A2L, L2A, LUT, LW, MM, SIMD_CLS, TOKEN_BITS, ActiveInstruction,
                       compute_struct, pending, stride_step)
@@ -70,7 +85,7 @@ from .weight_loader import WeightLoader
 
 #: record fields the t1 stage keeps
 T1_FIELDS = ("cls", "zeroes", "accumulate", "read", "write", "op", "left", "right", "dest",
-             "table", "uses", "writes", "lo", "hi", "switch")
+             "table", "switch")
 
 
 class ComputeUnit:
@@ -84,7 +99,7 @@ class ComputeUnit:
             type's, and a move to local memory saturates them to W bits).
         queue_depth: decoded instructions queued ahead of the active one.
         name: prefix of the wires and registers (the array, accumulators and SIMD array are
-            ``array``, ``acc`` and ``simd``; the weight loader ``wl``).
+            ``array``, ``acc`` and ``simd``; the weight loader ``wl``, the drain ``drain``).
         external: build the accumulator RAM as ports to Verilog RAM modules.
         weight_loader: run LoadWeights in a :class:`~tcu_hw.blocks.weight_loader.WeightLoader`
             reading local memory port A when the sequencer leaves it free, else port B
@@ -92,19 +107,22 @@ class ComputeUnit:
 
     Ports:
         instructions: :class:`~tcu_hw.blocks.stream.Stream` sink of
-            :func:`~tcu_hw.blocks.decoder.compute_struct` records (with the loader: no
-            LoadWeights that overlaps an acc→local move in flight, nor the reverse).
+            :func:`~tcu_hw.blocks.decoder.compute_struct` records (no LoadWeights that
+            overlaps an acc→local move in flight, no acc→local move that overlaps a read in
+            flight in the sequencer or the loader).
         local: :class:`~tcu_hw.blocks.stream.RamPort` (user side) to local memory port A.
+        drain_local: :class:`~tcu_hw.blocks.stream.SharedWrite` (client side) to local
+            memory port B, the drain's writes when port A is busy.
         weights_local: :class:`~tcu_hw.blocks.stream.SharedRead` (client side) to local
             memory port B, the loader's reads when port A is busy (None without the
             loader; the loader reads port A in the cycles the sequencer leaves it free).
-        entries, sequencer_entries, loader_entries: lists of ``valid`` (1) / ``record``
-            (packed, with its ``struct``) outputs: every instruction still to touch local
-            memory (for the dispatcher's range checks), ``sequencer_entries`` +
-            ``loader_entries`` (the loader's LoadWeights; ``[]`` without the loader).
+        entries, sequencer_entries, loader_entries, drain_entries: lists of ``valid`` (1)
+            / ``record`` (packed, with its ``struct``) outputs: every instruction still to
+            touch local memory (for the dispatcher's range checks), and those of the
+            sequencer, the loader (``[]`` without it) and the drain.
         local_writes: list of ``valid`` (1) / ``lo`` / ``hi`` (L bits) outputs: the
-            local-memory ranges acc→local moves have still to write (the active one's from
-            its next address on), for reads chained behind them.
+            local-memory words the drain has still to write (the active move's from its
+            next address on), for reads chained behind them.
         read_addr: output (L), the local address the next micro-op reads (when it reads).
         local_wait: input (1), that read must wait: an earlier instruction has still to
             write the address (driven by :meth:`wait_for`, as is the loader's).
@@ -126,7 +144,9 @@ class ComputeUnit:
             wanted / granted, the pair the sampler records.
 
     Latency: a queued instruction issues its first micro-op one cycle after it enters; a
-    micro-op's accumulator write lands n + 4 cycles after it issues (a SIMD's n + 5).
+    micro-op's accumulator write lands n + 4 cycles after it issues (a SIMD's n + 5); an
+    acc→local move reads its first vector two cycles after it enters (once its writers have
+    issued and landed) and writes it to local memory two cycles after that at the earliest.
     """
 
     def __init__(self, layout: Layout, dt: DataType, queue_depth: int = COMPUTE_QUEUE_DEPTH,
@@ -157,6 +177,8 @@ class ComputeUnit:
                                      external=external)
         self.simd = simd = SimdArray(n, dt, layout.simd_registers_depth, layout.lut_count,
                                      layout.lut_depth, name="simd")
+        self.drain = drain = AccDrain(layout, dt, name="drain")
+        self.drain_local = drain.local_b
 
         # ---------------------------------------------------------------- active instruction
         active = ActiveInstruction(rec, deq, f, name)
@@ -171,41 +193,46 @@ class ComputeUnit:
         # enqueued before it (epoch)
         inp = self.instructions
         new = rec.unpack(inp.data)
+        took = inp.fire
         lw_since = Register(1, f"{name}_lw_since_matmul")
         lw_enq = Register(TOKEN_BITS, f"{name}_lw_enqueued")
         sw_enq = Register(TOKEN_BITS, f"{name}_switches_enqueued")
-        new_lw, new_mm = new.cls == LW, new.cls == MM
+        new_lw, new_mm, new_a2l = new.cls == LW, new.cls == MM, new.cls == A2L
         fields = vars(new) | dict(switch=new_mm & lw_since, token=lw_enq)
+        # an acc→local move goes to the drain with the count of accumulator writers given to
+        # the sequencer before it (token); it reads once they have all issued
+        writers_enq = Register(TOKEN_BITS, f"{name}_acc_writers_enqueued")
+        writers_enq.next <<= (writers_enq + (took & _writes_acc(new)))[:TOKEN_BITS]
+        drain.moves.drive(inp.valid & new_a2l, drain.record(new, writers_enq))
+        to_queue = ~new_a2l
+        ready = pyrtl.select(new_a2l, drain.moves.ready, q.enq.ready)
         if wl:
             wl.loads.drive(inp.valid & new_lw, zeroes=new.zeroes, laddr=new.laddr, ls=new.ls,
                            size=new.size, epoch=sw_enq, uses=new.uses, lo=new.lo, hi=new.hi)
-            q.enq.drive(inp.valid & ~new_lw, rec.pack(**fields))
-            inp.ready <<= pyrtl.select(new_lw, wl.loads.ready, q.enq.ready)
-        else:
-            q.enq.drive(inp.valid, rec.pack(**fields))
-            inp.ready <<= q.enq.ready
-        took = inp.fire
+            to_queue = to_queue & ~new_lw
+            ready = pyrtl.select(new_lw, wl.loads.ready, ready)
+        q.enq.drive(inp.valid & to_queue, rec.pack(**fields))
+        inp.ready <<= ready
         lw_since.next <<= pyrtl.select(took & new_lw, Const(1, 1),
                                        pyrtl.select(took & new_mm, Const(0, 1), lw_since))
         lw_enq.next <<= (lw_enq + (took & new_lw))[:TOKEN_BITS]
         sw_enq.next <<= (sw_enq + (took & new_mm & lw_since))[:TOKEN_BITS]
 
-        cls = {c: act.cls == c for c in (MM, LW, SIMD_CLS, L2A, A2L, LUT)}
+        cls = {c: act.cls == c for c in (MM, LW, SIMD_CLS, L2A, LUT)}
         if wl:
             cls[LW] = Const(0, 1)                       # LoadWeights never reach the sequencer
         needs_local = (cls[MM] & ~act.zeroes) | (cls[LW] & ~act.zeroes) | cls[L2A] | cls[LUT]
-        needs_acc = (cls[SIMD_CLS] & act.read) | cls[A2L]
-        acc_read_addr = pyrtl.select(cls[SIMD_CLS], act.raddr, oaddr)
+        needs_acc = cls[SIMD_CLS] & act.read
+        writes_acc = _writes_acc(act)
+        acc_write_addr = pyrtl.select(cls[SIMD_CLS], act.oaddr, oaddr)
 
         # ---------------------------------------------------------------- t1 stage
         t1_valid = Register(1, f"{name}_t1_valid")
         t1_bits = Register(rec.width, f"{name}_t1")
         t1 = rec.unpack(t1_bits)
-        t1_last = Register(1, f"{name}_t1_last")
-        t1_laddr = Register(f.L, f"{name}_t1_laddr")
         t1_oaddr = Register(f.A, f"{name}_t1_oaddr")
         t1_index = Register(f.size, f"{name}_t1_index")
-        t1c = {c: t1_valid & (t1.cls == c) for c in (MM, LW, SIMD_CLS, L2A, A2L, LUT)}
+        t1c = {c: t1_valid & (t1.cls == c) for c in (MM, LW, SIMD_CLS, L2A, LUT)}
         if wl:
             t1c[LW] = Const(0, 1)
         t1_writes_acc = t1c[MM] | (t1c[SIMD_CLS] & t1.write) | t1c[L2A]
@@ -231,9 +258,15 @@ class ComputeUnit:
             return hit
 
         self.local_wait = WireVector(1, f"{name}_local_wait")
-        stall_port = named(needs_local & t1c[A2L], f"{name}_stall_port")
-        stall_chain = named(needs_local & self.local_wait, f"{name}_stall_chain")
-        stall_acc = named(needs_acc & writes_pending(acc_read_addr), f"{name}_stall_acc")
+        drain.acc_hold <<= writes_pending(drain.acc_addr)
+        stall_chain = named(needs_local & (self.local_wait |
+                                           pending(laddr, drain.local_writes)),
+                            f"{name}_stall_chain")
+        # a read waits for writes in flight and for a cycle the drain leaves the read port; a
+        # write waits while the drain has still to read the address
+        stall_acc = named((needs_acc & (writes_pending(act.raddr) | drain.acc_read)) |
+                          (writes_acc & pending(acc_write_addr, drain.acc_reads)),
+                          f"{name}_stall_acc")
         # a vector that enters the array from t1 cannot follow a SIMD result that enters it
         # from t2 in the next cycle
         stall_array = named((cls[MM] | cls[L2A]) & t1c[SIMD_CLS] & t1.write,
@@ -243,9 +276,8 @@ class ComputeUnit:
                                (wl.done_next != act.token), f"{name}_stall_push")
         else:
             stall_push = named(cls[LW] & ~array.push_ok_next, f"{name}_stall_push")
-        issue = named(act_valid & ~(stall_port | stall_acc | stall_push | stall_chain |
-                                    stall_array), f"{name}_issue")
-        last = active.last
+        issue = named(act_valid & ~(stall_acc | stall_push | stall_chain | stall_array),
+                      f"{name}_issue")
 
         # advance or load the next instruction (no bubble between instructions); LoadWeights
         # read top-down
@@ -254,15 +286,16 @@ class ComputeUnit:
         ostep.next <<= pyrtl.select(load, stride_step(head.os, f.A), ostep)
         oaddr.next <<= pyrtl.select(load, head.oaddr,
                                     pyrtl.select(issue, (oaddr + ostep)[:f.A], oaddr))
+        writers_done = Register(TOKEN_BITS, f"{name}_acc_writers_issued")
+        writers_done.next <<= (writers_done + (finishing & writes_acc))[:TOKEN_BITS]
+        drain.writers_done <<= writers_done
 
         t1_valid.next <<= issue
-        # t1 keeps only what the router, the SIMD stage and the dispatcher's range checks
-        # read (the other fields register as constant zero, which synthesis removes)
+        # t1 keeps only what the router and the SIMD stage read (the other fields register
+        # as constant zero, which synthesis removes)
         t1_fields = T1_FIELDS + (("shift",) if dt.is_integer else ())
         t1_bits.next <<= rec.pack(**{k: getattr(act, k) for k in t1_fields})
-        t1_last.next <<= last
-        t1_laddr.next <<= laddr
-        t1_oaddr.next <<= pyrtl.select(cls[SIMD_CLS], act.oaddr, oaddr)
+        t1_oaddr.next <<= acc_write_addr
         t1_index.next <<= index
 
         def widen(v: WireVector) -> WireVector:
@@ -276,16 +309,19 @@ class ComputeUnit:
         acc_data = acc.r_data
         wide_zero = zero if aw == w else Const(0, n * aw)
         addr = laddr
-        if wl:                      # port A to the loader when the sequencer leaves it free
-            seq_wants = (issue & needs_local) | t1c[A2L]
-            wl.local_a.grant <<= wl.local_a.want & ~seq_wants
+        # port A: the sequencer's reads, then the loader's, then the drain's writes
+        taken = issue & needs_local
+        if wl:
+            wl.local_a.grant <<= wl.local_a.want & ~taken
             wl.local_a.rdata <<= local.rdata
             addr = pyrtl.select(wl.local_a.grant, wl.local_a.addr, addr)
-        local.addr <<= pyrtl.select(t1c[A2L], t1_laddr, addr)
-        local.write <<= t1c[A2L]
-        local.wdata <<= acc_data if aw == w else \
-            lanes.join([fixed.saturate(v, w) for v in lanes.split(acc_data, n)])   # narrow
-        acc.r_addr <<= acc_read_addr
+            taken = taken | wl.local_a.want
+        drain.local_a.grant <<= drain.local_a.want & ~taken
+        local.addr <<= pyrtl.select(drain.local_a.grant, drain.local_a.addr, addr)
+        local.write <<= drain.local_a.grant
+        local.wdata <<= drain.local_a.wdata
+        acc.r_addr <<= pyrtl.select(drain.acc_read, drain.acc_addr, act.raddr)
+        drain.acc_data <<= acc_data
 
         t2_valid.next <<= t1c[SIMD_CLS]
         for k, reg in vars(t2).items():
@@ -333,11 +369,11 @@ class ComputeUnit:
                                   for e in q.entries] + [
             SimpleNamespace(valid=named(v, f"{name}_{stage}_entry_valid"),
                             record=named(d, f"{name}_{stage}_entry_record"), struct=rec)
-            for stage, v, d in (("act", act_valid, act_bits), ("t1", t1_valid & t1_last, t1_bits))]
+            for stage, v, d in (("act", act_valid, act_bits),)]
         self.loader_entries = wl.entries if wl else []
-        self.entries = self.sequencer_entries + self.loader_entries
-        # local addresses acc→local moves have still to write: queued ones whole, the active
-        # one from its next address on (whole if it wraps), the one at t1 this cycle
+        self.drain_entries = drain.entries
+        self.entries = self.sequencer_entries + self.loader_entries + self.drain_entries
+        self.local_writes = drain.local_writes
         self.read_addr = named(laddr, f"{name}_read_addr")
         self.readers = [SimpleNamespace(addr=self.read_addr, wait=self.local_wait,
                                         wants=named(act_valid & needs_local,
@@ -345,20 +381,7 @@ class ComputeUnit:
         if wl:
             self.readers.append(SimpleNamespace(addr=wl.read_addr, wait=wl.local_wait,
                                                 wants=wl.wants_local))
-        self.local_writes = []
-        for stage, v, bits in [(f"q{i}", e.valid, e.record) for i, e in enumerate(q.entries)] \
-                + [("act", act_valid, act_bits)]:
-            e = rec.unpack(bits)
-            lo = pyrtl.select(e.wraps, e.lo, laddr) if stage == "act" else e.lo
-            self.local_writes.append(SimpleNamespace(
-                valid=named(v & e.writes, f"{name}_pending_write_{stage}_valid"),
-                lo=named(lo, f"{name}_pending_write_{stage}_lo"),
-                hi=named(e.hi, f"{name}_pending_write_{stage}_hi")))
-        self.local_writes.append(SimpleNamespace(
-            valid=named(t1c[A2L], f"{name}_pending_write_t1_valid"),
-            lo=named(t1_laddr, f"{name}_pending_write_t1_lo"),
-            hi=named(t1_laddr, f"{name}_pending_write_t1_hi")))
-        in_flight = t1_valid | t2_valid | acc.busy
+        in_flight = t1_valid | t2_valid | acc.busy | ~drain.idle
         for stage in array.stages:
             in_flight = in_flight | stage.valid
         if wl:
@@ -366,23 +389,21 @@ class ComputeUnit:
         self.idle = named(~act_valid & ~deq.valid & ~in_flight, f"{name}_idle")
         self.issue = issue
         self.stall = named(act_valid & ~issue, f"{name}_stall")
-        self.chain_stall = named(act_valid & stall_chain & ~(stall_port | stall_acc | stall_push |
+        self.chain_stall = named(act_valid & stall_chain & ~(stall_acc | stall_push |
                                                              stall_array),
                                  f"{name}_chain_stall")
-        self.weight_wait = named(act_valid & stall_push & ~(stall_port | stall_acc | stall_chain |
+        self.weight_wait = named(act_valid & stall_push & ~(stall_acc | stall_chain |
                                                             stall_array),
                                  f"{name}_weight_wait")
         self.uop_matmul = named(t1c[MM], f"{name}_uop_matmul")
         self.weight_push = named(array.weights.valid, f"{name}_weight_push")
         self.array_busy = named(array.output.valid | array.input.valid, f"{name}_array_busy")
         self.acc_busy = named(acc.busy, f"{name}_acc_busy")
-        # local port A as a valid/ready pair: a read wanted (granted when it issues), an
-        # acc→local write (always granted) or a read of the loader (granted)
-        loader_a = wl.local_a.grant if wl else Const(0, 1)
-        self.port_a_valid = named((act_valid & needs_local) | t1c[A2L] | loader_a,
-                                  f"{name}_port_a_valid")
-        self.port_a_ready = named((issue & needs_local) | t1c[A2L] | loader_a,
-                                  f"{name}_port_a_ready")
+        # local port A as a valid/ready pair: a read wanted (granted when it issues), a read
+        # of the loader or a write of the drain (granted)
+        others = drain.local_a.grant | (wl.local_a.grant if wl else Const(0, 1))
+        self.port_a_valid = named((act_valid & needs_local) | others, f"{name}_port_a_valid")
+        self.port_a_ready = named((issue & needs_local) | others, f"{name}_port_a_ready")
 
     def wait_for(self, ranges) -> None:
         """Chain local reads behind ``ranges`` (``valid``/``lo``/``hi`` records of local words
@@ -398,3 +419,9 @@ class ComputeUnit:
                   external: list | None = None, weight_loader: bool = True) -> "ComputeUnit":
         """The compute unit of an :class:`~tcu_hw.arch.Architecture`."""
         return cls(arch.layout, arch.dtype, queue_depth, name, external, weight_loader)
+
+
+def _writes_acc(e) -> WireVector:
+    """1 when the compute record ``e`` writes the accumulators: a MatMul, a local→acc move
+    or a SIMD with ``write``."""
+    return (e.cls == MM) | (e.cls == L2A) | ((e.cls == SIMD_CLS) & e.write)

@@ -44,7 +44,7 @@ def compute_struct(layout: Layout) -> Struct:
     first after LoadWeights switches weight tiles once ``token`` LoadWeights are pushed)."""
     h = layout.hardware
     shift = dict(shift=1) if layout.integer else {}        # a local→acc shift-in (0xE)
-    return Struct(cls=3, zeroes=1, accumulate=1, read=1, write=1,
+    return Struct(cls=3, zeroes=1, accumulate=1, read=1, write=1, relu=1,
                   laddr=h.L, ls=h.S0, oaddr=h.A, os=h.S1, raddr=h.A, size=h.size,
                   op=h.op, left=h.R, right=h.R, dest=h.R, table=h.table,
                   uses=1, writes=1, lo=h.L, hi=h.L, wraps=1, switch=1, token=TOKEN_BITS,
@@ -219,13 +219,14 @@ class Decoder:
         kind = {k: flags == int(k) for k in lay.data_move_kinds}
         dram_kind = kind[DataMoveKind.DRAM0_TO_LOCAL] | kind[DataMoveKind.LOCAL_TO_DRAM0] | \
             kind[DataMoveKind.DRAM1_TO_LOCAL] | kind[DataMoveKind.LOCAL_TO_DRAM1]
+        relu = kind[DataMoveKind.ACC_TO_LOCAL_RELU]
         acc_kind = kind[DataMoveKind.ACC_TO_LOCAL] | kind[DataMoveKind.LOCAL_TO_ACC] | \
-            kind[DataMoveKind.LOCAL_TO_ACC_ACCUMULATE]
+            kind[DataMoveKind.LOCAL_TO_ACC_ACCUMULATE] | relu
         if lay.integer:
             acc_kind = acc_kind | kind[DataMoveKind.LOCAL_TO_ACC_SHIFT]
         reserved = is_move & ~(dram_kind | acc_kind)
         to_local = kind[DataMoveKind.DRAM0_TO_LOCAL] | kind[DataMoveKind.DRAM1_TO_LOCAL] | \
-            kind[DataMoveKind.ACC_TO_LOCAL]
+            kind[DataMoveKind.ACC_TO_LOCAL] | relu
         port = kind[DataMoveKind.DRAM1_TO_LOCAL] | kind[DataMoveKind.LOCAL_TO_DRAM1]
 
         # address runs and depth checks (§4.8)
@@ -320,8 +321,8 @@ class Decoder:
             if lay.integer else {}
         self.compute = compute_struct(lay).pack(
             cls=cls, zeroes=zeroes, accumulate=accumulate, read=s_read, write=s_write,
-            laddr=laddr, ls=s0, oaddr=oaddr, os=s1, raddr=rd_run.first, size=count,
-            op=sop, left=left, right=right, dest=dest, table=table,
+            relu=is_move & relu, laddr=laddr, ls=s0, oaddr=oaddr, os=s1, raddr=rd_run.first,
+            size=count, op=sop, left=left, right=right, dest=dest, table=table,
             uses=self.local.uses, writes=writes_local, lo=local.lo, hi=local.hi,
             wraps=local.wraps, **shift)
         daddr = pyrtl.select(port, d1_run.first.zero_extended(f.D),

@@ -5,15 +5,15 @@ request stream (``write``, ``addr`` = vector address, ``len`` = vectors − 1; s
 order), the read data stream and the write data stream (one vector per transfer, in request
 order; write data may precede its request).
 
-Structure: one channel per DRAM port, sharing local port B (with a guest reader, e.g. the
-compute unit's weight loader)::
+Structure: one channel per DRAM port, sharing local port B (with a guest reader and a guest
+writer, e.g. the compute unit's weight loader and accumulator drain)::
 
                ┌▶ channel 0: ─┬▶ DRAM fields ─▶ request generator ─▶ dram0_req (runs ahead)
     moves ─────┤              └▶ ring ─▶ queue ─▶ local side ◀─ dram0_rdata / ─▶ dram0_wdata
     (by port,  │                                    │
     range      └▶ channel 1: (the same, DRAM1)       ▼
-    checked)             guest ─▶ port B arbiter (guest first, ─▶ local port B
-                                  then the channel a chained reader waited for last)
+    checked)      guests ─▶ port B arbiter (reader, channels ─▶ local port B
+                                  (the one a chained reader waited for last), writer)
                                   └─ read data ─▶ skid of the reading channel
 
 The two DRAMs are separate memories, so the channels run at once: a load of weights from
@@ -36,12 +36,14 @@ entry leaves when its requests are issued and the local side has moved all its v
 local side goes on to the next entry in the same cycle); until then its local range is
 visible to the dispatcher (``entries``).
 
-Port B: the guest first, then the channel whose load a chained reader (a MatMul, a weight
+Port B: the guest reader first, then the channel whose load a chained reader (a MatMul, a weight
 push) waits for, and after that still the channel favoured last, the other taking the
 cycles it leaves: a load that a reader follows keeps the port while the reader works through
 what it brought, instead of sharing it with a load nobody waits for yet. (No share is
 guaranteed: a channel the other one is favoured over waits while that one streams, at most
-until its moves run out; nothing waits on a move that cannot progress, so none hangs.)
+until its moves run out; nothing waits on a move that cannot progress, so none hangs.) The
+guest writer (the compute unit's accumulator drain, which also writes through port A) takes
+the cycles nobody else wants.
 """
 
 from __future__ import annotations
@@ -53,8 +55,8 @@ from pyrtl import Const, Register, WireVector
 
 from ..isa import Layout, clog2
 from .decoder import dram_struct, local_conflict, pending, stride_step
-from .stream import (SINK, DramPort, RamPort, RegFifo, RingFifo, SharedRead, Stream, Struct,
-                     connect, fit, named)
+from .stream import (SINK, DramPort, RamPort, RegFifo, RingFifo, SharedRead, SharedWrite,
+                     Stream, Struct, connect, fit, named)
 
 #: moves a channel's run-ahead ring holds behind its queue (distributed RAM; with the queue's
 #: two, 16 moves in flight: a DRAM model or AXI slave with 16 outstanding requests stays
@@ -291,6 +293,7 @@ class DramEngine:
         name: prefix of the wires and registers (the DRAM ports are ``<name>0``,
             ``<name>1``, the channels ``<name>_c0``, ``<name>_c1``).
         guest: also share port B with a guest reader (``guest`` port).
+        writer: also share port B with a guest writer (``writer`` port).
 
     Ports:
         moves: :class:`~tcu_hw.blocks.stream.Stream` sink of
@@ -304,6 +307,9 @@ class DramEngine:
         guest: :class:`~tcu_hw.blocks.stream.SharedRead` (arbiter side): reads of port B
             for a guest, granted whenever it wants (before the channels); None without a
             guest.
+        writer: :class:`~tcu_hw.blocks.stream.SharedWrite` (arbiter side): writes to port B
+            for a guest, granted in the cycles neither the guest reader nor a channel wants
+            the port; None without one.
         entries: list of ``valid`` (1) / ``record`` (packed, with its ``struct``) outputs:
             both queues' moves and both run-ahead rings' ranges, for the dispatcher's range
             checks.
@@ -326,7 +332,8 @@ class DramEngine:
     """
 
     def __init__(self, layout: Layout, vector_bits: int, queue_depth: int = 2,
-                 name: str = "dram", guest: bool = False, run_ahead: int = RUN_AHEAD) -> None:
+                 name: str = "dram", guest: bool = False, run_ahead: int = RUN_AHEAD,
+                 writer: bool = False) -> None:
         if queue_depth < 1 or run_ahead < 0:
             raise ValueError(f"DRAM engine {name!r}: queue_depth must be at least 1 and "
                              f"run_ahead at least 0")
@@ -364,18 +371,27 @@ class DramEngine:
         # the guest first (its reads feed compute; the channels' data waits in their skids
         # and in the DRAM), then the channel a chained reader waits for (see chain)
         guest_read = g.want if g else Const(0, 1)
+        self.writer = wr = SharedWrite(f.L, vec, f"{name}_writer", side="arbiter") if writer \
+            else None
         self._urgent = [WireVector(1, f"{name}_c{k}_urgent") for k in range(2)]
         grants = favor([c.want & ~guest_read for c in ch], self._urgent, f"{name}_port_b")
         for c, grant in zip(ch, grants):
             c.grant <<= grant
         addr = pyrtl.select(grants[1], ch[1].addr, ch[0].addr)
+        wdata = pyrtl.select(ch[1].write, ch[1].wdata, ch[0].wdata)
+        written = ch[0].write | ch[1].write
+        if wr:                      # the writer takes the cycles nobody else wants
+            wr.grant <<= wr.want & ~guest_read & ~ch[0].want & ~ch[1].want
+            addr = pyrtl.select(wr.grant, wr.addr, addr)
+            wdata = pyrtl.select(wr.grant, wr.wdata, wdata)
+            written = written | wr.grant
         if g:
             g.grant <<= guest_read
             g.rdata <<= local.rdata
             addr = pyrtl.select(guest_read, g.addr, addr)
         local.addr <<= addr
-        local.write <<= ch[0].write | ch[1].write
-        local.wdata <<= pyrtl.select(ch[1].write, ch[1].wdata, ch[0].wdata)
+        local.write <<= written
+        local.wdata <<= wdata
         for c in ch:
             c.rdata <<= local.rdata
 
@@ -384,9 +400,10 @@ class DramEngine:
         self.busy = named(moving, f"{name}_busy")
         self.stall = named((ch[0].stall | ch[1].stall) & ~moving, f"{name}_stall")
         self.idle = named(ch[0].idle & ch[1].idle, f"{name}_idle")
-        self.port_b_valid = named(ch[0].port_b_valid | ch[1].port_b_valid |
-                                  (g.want if g else Const(0, 1)), f"{name}_port_b_valid")
-        self.port_b_ready = named(moving | guest_read, f"{name}_port_b_ready")
+        self.port_b_valid = named(ch[0].port_b_valid | ch[1].port_b_valid | guest_read |
+                                  (wr.want if wr else Const(0, 1)), f"{name}_port_b_valid")
+        self.port_b_ready = named(moving | guest_read | (wr.grant if wr else Const(0, 1)),
+                                  f"{name}_port_b_ready")
 
     def chain(self, readers) -> None:
         """Chain ``readers`` (records with ``addr`` and ``wants`` outputs and a ``wait``
@@ -416,7 +433,8 @@ class DramEngine:
 
     @classmethod
     def from_arch(cls, arch, queue_depth: int = 2, name: str = "dram",
-                  guest: bool = False, run_ahead: int = RUN_AHEAD) -> "DramEngine":
+                  guest: bool = False, run_ahead: int = RUN_AHEAD,
+                  writer: bool = False) -> "DramEngine":
         """The DRAM engine of an :class:`~tcu_hw.arch.Architecture`."""
         return cls(arch.layout, arch.array_size * arch.dtype.width, queue_depth, name, guest,
-                   run_ahead)
+                   run_ahead, writer)

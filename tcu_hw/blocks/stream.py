@@ -367,7 +367,28 @@ class RamPort(Interface):
         self.rdata = self._signal("rdata", width, not user)
 
 
-class SharedRead(Interface):
+class _Shared(Interface):
+    """A share of a RAM port that an arbiter grants cycle by cycle (see :class:`SharedRead`
+    and :class:`SharedWrite`): ``want`` and ``addr`` from the client, ``grant`` from the
+    arbiter, and the data member ``DATA`` in the direction the subclass gives it."""
+
+    SIDES = ("client", "arbiter")
+    DATA = ""                           # "rdata" (driven by the arbiter) or "wdata" (client)
+
+    def __init__(self, addr_bits: int, width: int, name: str, *, side: str) -> None:
+        super().__init__(name, side)
+        self._shape = (addr_bits, width)
+        client = side == "client"
+        self.want = self._signal("want", 1, client)
+        self.addr = self._signal("addr", addr_bits, client)
+        if self.DATA == "wdata":
+            self.wdata = self._signal("wdata", width, client)
+        self.grant = self._signal("grant", 1, not client)
+        if self.DATA == "rdata":
+            self.rdata = self._signal("rdata", width, not client)
+
+
+class SharedRead(_Shared):
     """A read-only share of a RAM port that an arbiter grants cycle by cycle, between a
     client and the arbiter (the port's owner).
 
@@ -385,16 +406,27 @@ class SharedRead(Interface):
             the cycle after a grant).
     """
 
-    SIDES = ("client", "arbiter")
+    DATA = "rdata"
 
-    def __init__(self, addr_bits: int, width: int, name: str, *, side: str) -> None:
-        super().__init__(name, side)
-        self._shape = (addr_bits, width)
-        client = side == "client"
-        self.want = self._signal("want", 1, client)
-        self.addr = self._signal("addr", addr_bits, client)
-        self.grant = self._signal("grant", 1, not client)
-        self.rdata = self._signal("rdata", width, not client)
+
+class SharedWrite(_Shared):
+    """A write-only share of a RAM port that an arbiter grants cycle by cycle, between a
+    client and the arbiter (the port's owner).
+
+    Args:
+        addr_bits: bits of an address.
+        width: bits of a word.
+        name: prefix of the wires (``<name>_want`` ...).
+        side: ``"client"`` or ``"arbiter"``: which side this instance is.
+
+    Ports:
+        want, addr, wdata: driven by the client (1, ``addr_bits``, ``width``): write
+            ``wdata`` at ``addr`` this cycle if granted; ``want`` must not depend on
+            ``grant``.
+        grant: driven by the arbiter (1): the write commits at the end of this cycle.
+    """
+
+    DATA = "wdata"
 
 
 # ---------------------------------------------------------------------------------- FIFOs

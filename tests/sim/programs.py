@@ -66,7 +66,7 @@ def make_instruction(arch: Architecture, kind: str, seed: int, edgy: bool = True
         return DataMove(k, la, ls, da, ds, size)
     if kind == "move_acc":
         kinds = [DataMoveKind.ACC_TO_LOCAL, DataMoveKind.LOCAL_TO_ACC,
-                 DataMoveKind.LOCAL_TO_ACC_ACCUMULATE]
+                 DataMoveKind.LOCAL_TO_ACC_ACCUMULATE, DataMoveKind.ACC_TO_LOCAL_RELU]
         if lay.integer:
             kinds.append(DataMoveKind.LOCAL_TO_ACC_SHIFT)
         k = kinds[int(rng.integers(0, len(kinds)))]
@@ -233,8 +233,9 @@ def window_instruction(arch: Architecture, kind: str, seed: int, window: int = 2
                            arch.stride1_depth)
         return DataMove(k, la, ls, da, ds, size)
     if kind in ("to_acc", "from_acc"):
-        k = DataMoveKind.ACC_TO_LOCAL if kind == "from_acc" else \
-            [DataMoveKind.LOCAL_TO_ACC, DataMoveKind.LOCAL_TO_ACC_ACCUMULATE][int(rng.integers(0, 2))]
+        k = [[DataMoveKind.LOCAL_TO_ACC, DataMoveKind.LOCAL_TO_ACC_ACCUMULATE],
+             [DataMoveKind.ACC_TO_LOCAL, DataMoveKind.ACC_TO_LOCAL_RELU]][
+            kind == "from_acc"][int(rng.integers(0, 2))]
         la, ls, size = local_run(8)
         aa, as_ = other_run(size, arch.accumulator_depth, arch.stride1_depth)
         return DataMove(k, la, ls, aa, as_, size)

@@ -145,3 +145,13 @@ def test_multiply_clips_its_right_operand_to_the_lane_multiplier():
     # 1 << 16 clips to 65535 (then the product saturates INT32); -(1 << 20) to -65536
     assert emu.acc[2].tolist() == [3 << 20, -(1 << 31), 300 * -(1 << 16), -7000]
     assert emu.stats.saturations["simd"] == 1
+
+
+def test_rectified_move_then_saturates():
+    """Kind 0x4 on an integer type: max(x, 0) of the wide accumulator lane, then saturated
+    to the data type as kind 0xC is (docs/isa_extensions.md)."""
+    emu = make()
+    emu.acc[5, :4] = [300, -300, 100_000, 7]
+    emu.run([DataMove(K.ACC_TO_LOCAL_RELU, 3, 0, 5, 0, 0)])
+    assert emu.local[3, :4].tolist() == [127, 0, 127, 7]
+    assert emu.stats.saturations["acc_to_local"] == 2

@@ -83,7 +83,17 @@ def test_accumulate_saturates_and_counts():
     assert emu.stats.saturations["accumulate"] == 2
 
 
-@pytest.mark.parametrize("kind", [4, 5, 6, 7, 8, 9, 10, 11, 14])
+def test_rectified_move_zeroes_negative_lanes():
+    """Kind 0x4 (docs/isa_extensions.md): acc → local with max(x, 0) lane-wise."""
+    emu = make()
+    emu.acc[2:4] = [[5, -1, 0, -32768], [-7, 32767, 3, -2]]
+    emu.run([DataMove(K.ACC_TO_LOCAL_RELU, 10, 0, 2, 0, 1)])
+    assert emu.local[10:12].tolist() == [[5, 0, 0, 0], [0, 32767, 3, 0]]
+    assert emu.acc[2].tolist() == [5, -1, 0, -32768]           # the accumulators keep theirs
+    assert not emu.error and emu.stats.count_by_kind["DataMove.acc_to_local_relu"] == 1
+
+
+@pytest.mark.parametrize("kind", [5, 6, 7, 8, 9, 10, 11, 14])
 def test_reserved_kinds_do_nothing_and_set_the_error(kind):
     emu = make()
     emu.write_dram0(0, vecs(2))

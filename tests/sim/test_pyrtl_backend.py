@@ -428,6 +428,49 @@ def test_weight_loader_keeps_program_order(arch_name):
             _run(arch, program, make_images(arch, seed=7), options, timing)
 
 
+@pytest.mark.parametrize("arch_name", ["n4_fp8_odd_depths_lut", "n8_fp16", "n4_int8_lut"])
+def test_drain_keeps_program_order(arch_name):
+    """Acc→local moves run in the drain beside the sequencer yet keep program order: a move
+    right behind the MatMul that fills its accumulators (RAW), and the next MatMul writing
+    them again before the move has read them all (WAR); a MatMul that reads the words a
+    move writes (chained) and overwrites the accumulators it has still to read; a SIMD in
+    place behind a move and sharing its read port; a rectified move (kind 0x4) and the
+    store behind it; a move that overwrites words a MatMul in flight reads and a tile a
+    LoadWeights will read; a DRAM load into words a move wrote."""
+    arch = ARCHS[arch_name]
+    n = arch.array_size
+    program = [                                          # local depth ≥ 60, ≥ 24 accumulators
+        LoadWeights(0, 0, n), MatMul(20, 0, 0, 0, 7), MatMul(21, 0, 0, 0, 0, True),
+        DataMove(K.ACC_TO_LOCAL, 32, 0, 0, 0, 7), MatMul(24, 0, 0, 0, 7),
+        MatMul(20, 0, 0, 0, 7), DataMove(K.ACC_TO_LOCAL, 40, 0, 0, 0, 7),
+        MatMul(40, 0, 0, 0, 3, True),
+        SIMD(SimdOp.MAX, 0, 1, 0, read_address=5, write_address=5, read=True, write=True),
+        DataMove(K.ACC_TO_LOCAL_RELU, 48, 0, 0, 0, 7), DataMove(K.LOCAL_TO_DRAM0, 48, 0, 0, 0, 7),
+        MatMul(48, 0, 8, 0, 7), DataMove(K.ACC_TO_LOCAL, 50, 0, 8, 0, 3),
+        DataMove(K.DRAM0_TO_LOCAL, 40, 0, 8, 0, 7),
+        DataMove(K.ACC_TO_LOCAL, 0, 0, 16, 0, n), LoadWeights(0, 0, n),
+        MatMul(20, 0, 16, 0, 3), DataMove(K.ACC_TO_LOCAL_RELU, 56, 0, 16, 0, 3),
+        DataMove(K.LOCAL_TO_DRAM1, 56, 0, 4, 0, 3)]
+    for timing in (DramTiming(latency=0), DramTiming(latency=20),
+                   DramTiming(latency=3, stall_probability=0.6, seed=2)):
+        for options in (None, Options(weight_loader=False)):
+            _run(arch, program, make_images(arch, seed=8), options, timing)
+
+
+def test_drain_overlaps_the_next_matmuls():
+    """A block's acc→local move runs beside the next block's MatMuls: two blocks of 128
+    vectors cost their MatMuls and the last move, not both moves."""
+    arch = THROUGHPUT_ARCH
+    n = arch.array_size
+    images = Images(local={0: np.ones((1024, n), np.int64)})
+    matmuls = [LoadWeights(0, 0, n), MatMul(100, 0, 0, 0, 127), MatMul(100, 0, 128, 0, 127)]
+    drained = [LoadWeights(0, 0, n), MatMul(100, 0, 0, 0, 127),
+               DataMove(K.ACC_TO_LOCAL, 400, 0, 0, 0, 127), MatMul(100, 0, 128, 0, 127),
+               DataMove(K.ACC_TO_LOCAL_RELU, 600, 0, 128, 0, 127)]
+    alone = _cycles(arch, matmuls, images)
+    assert _cycles(arch, drained, images) <= alone + 128 + 16
+
+
 def test_dram_load_overlaps_independent_compute():
     arch = THROUGHPUT_ARCH
     n = arch.array_size

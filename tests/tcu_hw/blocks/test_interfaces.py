@@ -13,6 +13,7 @@ import pytest
 
 from sim.pyrtl_sim import ArraySimulation
 from tcu_hw.arch import Options, preset
+from tcu_hw.blocks.acc_drain import AccDrain
 from tcu_hw.blocks.accumulator import Accumulator
 from tcu_hw.blocks.axi import AXI_INPUTS, AxiMaster
 from tcu_hw.blocks.axis import InstructionStream
@@ -25,8 +26,8 @@ from tcu_hw.blocks.local_memory import LocalMemory
 from tcu_hw.blocks.sampler import Sampler
 from tcu_hw.blocks.simd import SimdArray
 from tcu_hw.blocks.stream import (SINK, SOURCE, ConnectError, DramPort, Interface, RamPort,
-                                  RegFifo, RingFifo, SharedRead, Stream, Struct, combinational_inputs,
-                                  connect, handshakes, ports, queue)
+                                  RegFifo, RingFifo, SharedRead, SharedWrite, Stream, Struct,
+                                  combinational_inputs, connect, handshakes, ports, queue)
 from tcu_hw.blocks.systolic_array import SystolicArray
 from tcu_hw.blocks.weight_loader import WeightLoader
 from tcu_hw.isa import Layout
@@ -52,7 +53,8 @@ BLOCKS = {
     "decoder": lambda: Decoder(LAYOUT, pyrtl.WireVector(8 * LAYOUT.instruction_bytes, "word")),
     "compute": lambda: ComputeUnit(LAYOUT, FP16BP8),
     "dram_engine": lambda: DramEngine(LAYOUT, 64),
-    "dram_engine_guest": lambda: DramEngine(LAYOUT, 64, guest=True),
+    "dram_engine_guest": lambda: DramEngine(LAYOUT, 64, guest=True, writer=True),
+    "acc_drain": lambda: AccDrain(LAYOUT, FP16BP8),
     "compute_without_loader": lambda: ComputeUnit(LAYOUT, FP16BP8, weight_loader=False),
     "weight_loader": lambda: WeightLoader(LAYOUT, 64),
     "axi_master": lambda: AxiMaster(12, 10, lanes=4, lane_bits=16, data_width=32),
@@ -410,10 +412,11 @@ def _section(doc: str, title: str) -> str:
 DOCUMENTED = {"DramPort": lambda: DramPort(4, 3, 8, "x", side="core"),
               "RamPort": lambda: RamPort(4, 8, "x", side="memory"),
               "SharedRead": lambda: SharedRead(4, 8, "x", side="client"),
+              "SharedWrite": lambda: SharedWrite(4, 8, "x", side="client"),
               **{name: make for name, make in BLOCKS.items() if name in (
                   "systolic_array", "accumulator", "simd", "local_memory", "config_registers",
                   "sampler", "instruction_stream", "decoder", "compute", "dram_engine",
-                  "axi_master", "reg_fifo", "ring_fifo", "weight_loader")}}
+                  "axi_master", "reg_fifo", "ring_fifo", "weight_loader", "acc_drain")}}
 
 
 @pytest.mark.parametrize("name", list(DOCUMENTED))
