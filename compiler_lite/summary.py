@@ -34,6 +34,9 @@ COMPUTE_LOOKAHEAD = COMPUTE_QUEUE_DEPTH + 1
 #: Cycles from a LoadWeights reaching the loader to its first push (queue, then active:
 #: the loader's latency, see :class:`tcu_hw.blocks.weight_loader.WeightLoader`).
 LOADER_START = 2
+#: Cycles from a switching MatMul's issue to the next tile's first read: the loader reads
+#: once the switching vector has entered the array.
+SWITCH_TO_READ = 1
 
 
 def estimate(instrs, arch, beats: int = 1) -> tuple[int, int]:
@@ -60,7 +63,7 @@ def estimate(instrs, arch, beats: int = 1) -> tuple[int, int]:
             continue
         if isinstance(ins, MatMul):
             if pushes:
-                compute += max(0, pushes + LOADER_START - cover)
+                compute += max(0, pushes + LOADER_START + SWITCH_TO_READ - cover)
                 pushes = cover = 0
                 recent = []
             work = ins.size + 1

@@ -2,7 +2,7 @@
 
 ::
 
-    instr ─▶ Decoder ─▶ [decode register] ─▶ dispatcher ─┬─▶ ComputeUnit ── local port A
+    instr ─▶ [skid] ─▶ Decoder ─▶ [decode register] ─▶ dispatcher ─┬─▶ ComputeUnit ── local port A
                                               │          │   (array, SIMD, accumulators,
                                               │          │    weight loader ── port A/B)
                                               │          └─▶ DramEngine ─── local port B
@@ -35,7 +35,8 @@ DRAM engine is idle.
 Ports:
 
 - ``instructions``: :class:`~tcu_hw.blocks.stream.Stream` sink, ``data`` (8·instruction
-  bytes): one whole instruction per transfer;
+  bytes): one whole instruction per transfer; ``ready`` comes from registers (a skid of
+  two instructions in front of the decoder), so the dispatcher's checks stay off it;
 - ``dram0``/``dram1``: :class:`~tcu_hw.blocks.stream.DramPort` (core side);
 - outputs ``idle`` (nothing in flight), ``error`` (sticky), ``error_pc`` (PC of the first
   error), ``pc``, ``timeout``, ``tracepoint``; the configuration registers (``cfg``) and
@@ -61,7 +62,7 @@ from .blocks.decoder import A2L, LW, Decoder, compute_struct, local_conflict
 from .blocks.dram_engine import DramEngine
 from .blocks.local_memory import LocalMemory
 from .blocks.sampler import Sampler
-from .blocks.stream import SINK, Stream, connect, named
+from .blocks.stream import SINK, RegFifo, Stream, connect, named
 from .isa import ConfigRegister
 
 
@@ -100,14 +101,16 @@ class Core:
 
         # decode stage: the incoming word is decoded before the decode register, so the
         # dispatcher's range checks and the error flags start from registers
-        dec = Decoder(lay, self.instructions.payload.data)
+        skid = RegFifo(self.instructions.fields, 2, "instr_skid", pipe=False)
+        connect(self.instructions.flipped(), skid.enq)
+        dec = Decoder(lay, skid.deq.payload.data)
         self.decoder = dec
         register = dec.fields.config_register
         waits_for_dram = dec.is_configure & pyrtl.rtl_any(*(
             register == int(r) for r in (ConfigRegister.DRAM0_OFFSET, ConfigRegister.DRAM0_CACHE,
                                          ConfigRegister.DRAM1_OFFSET, ConfigRegister.DRAM1_CACHE)))
         d_valid = Register(1, "dec_valid")
-        take = self.instructions.fire
+        take = skid.deq.fire
 
         def held(value: WireVector, what: str) -> Register:
             reg = Register(value.bitwidth, f"dec_{what}")
@@ -147,7 +150,7 @@ class Core:
                                      cu.instructions.ready) |
                                     (d.to_dram & ~dram_conflict & de.moves.ready) | retire),
                          "dec_dispatch")
-        self.instructions.ready <<= ~d_valid | dispatch
+        skid.deq.ready <<= ~d_valid | dispatch
         d_valid.next <<= take | (d_valid & ~dispatch)
 
         # configuration registers and program counter
@@ -168,7 +171,7 @@ class Core:
         self.pc = named(cfg.pc, "core_pc")
         self.timeout = named(cfg.timeout, "core_timeout")
         self.tracepoint = named(cfg.tracepoint_hit, "core_tracepoint")
-        self.idle = named(~d_valid & cu.idle & de.idle, "core_idle")
+        self.idle = named(~d_valid & ~skid.deq.valid & cu.idle & de.idle, "core_idle")
         self.status = SimpleNamespace(
             dispatch=dispatch, decoder_stall=d_valid & ~dispatch,
             compute_issue=cu.issue, compute_stall=cu.stall, chain_stall=cu.chain_stall,

@@ -26,7 +26,8 @@ Program order with the sequencer, the weight loader and the DRAM engine holds be
   has still to read, for a move with no older writer left, waits (``acc_reads``: the queued
   move's run, the active one's from its next address on);
 - the accumulators' outside read port: the drain reads first (``acc_read``); a SIMD read
-  waits for a cycle the drain leaves;
+  waits while the drain claims the port (``acc_claim``: it has a word to read and no older
+  writer left);
 - local memory: reads of words the drain has still to write wait for them (``local_writes``,
   chained like reads behind DRAM loads); the dispatcher holds a move whose range overlaps a
   read in flight, and reads and writes of the DRAM engine check ``entries``.
@@ -79,7 +80,10 @@ class AccDrain:
             (:meth:`record` makes one from a compute record).
         acc_addr: output (A), the accumulator address read this cycle when ``acc_read``.
         acc_read: output (1), the drain reads the accumulators this cycle (the read port is
-            its; other readers wait).
+            its).
+        acc_claim: output (1), the drain would read this cycle but for ``acc_hold`` and a
+            full buffer: other readers wait (from registers, so their issue does not look
+            at ``acc_hold``).
         acc_data: input (n·A bits), the accumulators' read data (a cycle after the address).
         acc_hold: input (1), a write to ``acc_addr`` is still in flight: do not read it.
         writers_done: input (``TOKEN_BITS``), accumulator writers (MatMuls, local→acc moves,
@@ -109,7 +113,8 @@ class AccDrain:
         self.layout = layout
         rec = self.struct = drain_struct(layout)
         self.moves = Stream(rec, f"{name}_moves", SINK)
-        q = RegFifo(rec, 1, f"{name}_queue")       # one entry: _clearance keeps one flag
+        # one entry (_clearance keeps one flag); ready from registers, off the dispatcher
+        q = RegFifo(rec, 1, f"{name}_queue", pipe=False)
         connect(self.moves.flipped(), q.enq)
         self.writers_done = WireVector(TOKEN_BITS, f"{name}_writers_done")
         self.acc_data = WireVector(n * aw, f"{name}_acc_data")
@@ -127,6 +132,7 @@ class AccDrain:
         act.advance(issue, write)
         self.acc_addr = named(act.oaddr, f"{name}_acc_addr")
         self.acc_read = issue
+        self.acc_claim = named(act.reading & act_clear, f"{name}_acc_claim")
 
         t1_valid.next <<= issue
         narrow = lanes.join([_narrow(v, w, act.fields.relu)

@@ -166,7 +166,8 @@ class AxiMaster:
         aw, wch, b, ar, r = self.aw, self.w, self.b, self.ar, self.r
 
         # ------------------------------------------------------------------ requests
-        rq = RingFifo(self.core.req.fields, REQUEST_DEPTH, f"{name}_axi_requests")
+        # ready from registers: the AR/AW handshake stays off the core's request generator
+        rq = RingFifo(self.core.req.fields, REQUEST_DEPTH, f"{name}_axi_requests", pipe=False)
         connect(self.core.req.flipped(), rq.enq)
         head = rq.deq.payload
         # write requests queued (for writes_done; the ring's entries are not visible)
@@ -270,7 +271,8 @@ class AxiMaster:
         wdata.ready <<= vector_sent
 
         # ------------------------------------------------------------------ read data
-        vectors = RingFifo(n * w, 2, f"{name}_axi_rvectors")
+        # READY from registers: the core's port B arbitration stays off the AXI port
+        vectors = RingFifo(n * w, 2, f"{name}_axi_rvectors", pipe=False)
         if beats == 1:
             assembled = r.payload.data
             complete = r.valid

@@ -163,7 +163,8 @@ class ComputeUnit:
         self.record = rec
 
         self.instructions = Stream(rec, f"{name}_instructions", SINK)
-        q = RegFifo(rec, queue_depth, f"{name}_queue")
+        # not full, from registers: the sequencer's issue stays off the dispatcher
+        q = RegFifo(rec, queue_depth, f"{name}_queue", pipe=False)
         deq = q.deq
         self.local = local = RamPort(f.L, n * w, f"{name}_local", side="user")
 
@@ -262,9 +263,9 @@ class ComputeUnit:
         stall_chain = named(needs_local & (self.local_wait |
                                            pending(laddr, drain.local_writes)),
                             f"{name}_stall_chain")
-        # a read waits for writes in flight and for a cycle the drain leaves the read port; a
+        # a read waits for writes in flight and while the drain claims the read port; a
         # write waits while the drain has still to read the address
-        stall_acc = named((needs_acc & (writes_pending(act.raddr) | drain.acc_read)) |
+        stall_acc = named((needs_acc & (writes_pending(act.raddr) | drain.acc_claim)) |
                           (writes_acc & pending(acc_write_addr, drain.acc_reads)),
                           f"{name}_stall_acc")
         # a vector that enters the array from t1 cannot follow a SIMD result that enters it
@@ -309,10 +310,12 @@ class ComputeUnit:
         acc_data = acc.r_data
         wide_zero = zero if aw == w else Const(0, n * aw)
         addr = laddr
-        # port A: the sequencer's reads, then the loader's, then the drain's writes
+        # port A: the sequencer's reads, then the loader's (when the sequencer does not want
+        # the port or waits for the loader's tile: so the loader's choice of port, and port
+        # B's arbiter after it, do not look at this cycle's issue), then the drain's writes
         taken = issue & needs_local
         if wl:
-            wl.local_a.grant <<= wl.local_a.want & ~taken
+            wl.local_a.grant <<= wl.local_a.want & ~(act_valid & needs_local & ~stall_push)
             wl.local_a.rdata <<= local.rdata
             addr = pyrtl.select(wl.local_a.grant, wl.local_a.addr, addr)
             taken = taken | wl.local_a.want
@@ -345,17 +348,15 @@ class ComputeUnit:
                                        **shift),
                           switch=switching)
         if wl:
-            # a switching MatMul issued now enters (and switches) next cycle: the loader may
-            # read now and push the next tile beside it when C takes its copy then
-            switch_issue = named(issue & cls[MM] & act.switch & (index == 0),
-                                 f"{name}_switch_issue")
+            # the next tile's first read waits for the switching vector to enter (t1), so
+            # the loader never pushes beside a switching vector and its readiness does not
+            # look at this cycle's issue
             connect(wl.push, array.weights)
-            wl.push_ok_next <<= pyrtl.select(switch_issue, array.push_ok_next_switch,
-                                             array.push_ok_next)
             switched = Register(TOKEN_BITS, f"{name}_switched")
-            switched_next = (switched + switching)[:TOKEN_BITS]
-            switched.next <<= switched_next
-            wl.switched_next <<= (switched_next + switch_issue)[:TOKEN_BITS]
+            switch_issue = issue & cls[MM] & act.switch & (index == 0)
+            switched.next <<= (switched + switch_issue)[:TOKEN_BITS]
+            wl.push_ok_next <<= array.push_ok_next
+            wl.switched_next <<= switched
         else:
             array.weights.drive(t1c[LW], data=x)
 

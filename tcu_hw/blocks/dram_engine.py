@@ -69,13 +69,18 @@ SKID_DEPTH = 3
 
 
 def favor(wants: list, urgent: list, name: str) -> list:
-    """Grants for two clients' ``wants`` (1-bit wires), at most one: the client that alone is
-    ``urgent`` first, else the one that was last urgent alone (its reader will want it
-    again: a load a chained reader follows keeps the port while the reader works through
-    what it brought, instead of sharing it with a load nobody waits for yet); the other
-    client takes every cycle the first does not want."""
+    """Grants for two clients' ``wants`` (1-bit wires), at most one: the client that alone
+    was ``urgent`` in the cycle before first, else the one that was last urgent alone (its
+    reader will want it again: a load a chained reader follows keeps the port while the
+    reader works through what it brought, instead of sharing it with a load nobody waits
+    for yet); the other client takes every cycle the first does not want."""
     prefer = Register(1, f"{name}_prefer")                  # 1: client 1 comes first
-    first1 = pyrtl.select(urgent[0] ^ urgent[1], urgent[1], prefer)
+    # urgency as it was a cycle ago (a preference, not an order: the range checks behind it
+    # stay out of the grant and so of the AXI read-data READY)
+    was = [Register(1, f"{name}_urgent{k}") for k in range(2)]
+    for reg, u in zip(was, urgent):
+        reg.next <<= u
+    first1 = pyrtl.select(was[0] ^ was[1], was[1], prefer)
     prefer.next <<= first1
     g1 = wants[1] & (first1 | ~wants[0])
     return [wants[0] & ~g1, g1]
@@ -118,7 +123,8 @@ class _Channel:
         entries = [SimpleNamespace(valid=e.valid, record=e.record) for e in q.entries]
         local_runs = []
         if run_ahead:
-            ring = RingFifo(rec, run_ahead, f"{name}_ring")
+            # not full, from registers: the local side's progress stays off the dispatcher
+            ring = RingFifo(rec, run_ahead, f"{name}_ring", pipe=False)
             busy = ring.deq.valid                                 # (registered)
             r_lo, r_hi = Register(f.L, f"{name}_ring_lo"), Register(f.L, f"{name}_ring_hi")
             r_to_local = Register(1, f"{name}_ring_to_local")

@@ -454,9 +454,14 @@ class RegFifo:
         payload: the record (or width) of an entry.
         depth: entries (≥ 1).
         name: prefix of the wires and registers.
+        pipe: ``enq.ready`` also when full and the head leaves this cycle (as Chisel's
+            ``Queue(pipe = true)``: a combinational path from ``deq.ready`` back to
+            ``enq.ready``); False: ``ready`` = not full, from registers, which cuts a chain of
+            readies at the cost of a cycle when the queue was full.
 
     Ports:
-        enq: :class:`Stream` sink; ``ready`` = not full, or the head leaves this cycle.
+        enq: :class:`Stream` sink; ``ready`` = not full, or (``pipe``) the head leaves this
+            cycle.
         deq: :class:`Stream` source: the head.
         entries: list of ``valid`` (1) / ``record`` (packed) outputs, head first (for hazard
             checks).
@@ -468,11 +473,11 @@ class RegFifo:
     cycle.
     """
 
-    def __init__(self, payload, depth: int, name: str) -> None:
+    def __init__(self, payload, depth: int, name: str, pipe: bool = True) -> None:
         self.enq, self.deq, data = _fifo_ends(payload, depth, name)
         valid = [pyrtl.Register(1, f"{name}_v{i}") for i in range(depth)]
         deq = valid[0] & self.deq.ready
-        self.enq.ready <<= ~valid[-1] | deq
+        self.enq.ready <<= (~valid[-1] | deq) if pipe else ~valid[-1]
         enq = self.enq.fire
         incoming = self.enq.data
         for i in range(depth):
@@ -505,9 +510,11 @@ class RingFifo:
         payload: the record (or width) of an entry.
         depth: entries (≥ 1).
         name: prefix of the wires and registers.
+        pipe: as :class:`RegFifo`'s.
 
     Ports:
-        enq: :class:`Stream` sink; ``ready`` = not full, or the head leaves this cycle.
+        enq: :class:`Stream` sink; ``ready`` = not full, or (``pipe``) the head leaves this
+            cycle.
         deq: :class:`Stream` source: the head.
         count: output, entries held.
         full: output (1), all entries held.
@@ -516,7 +523,7 @@ class RingFifo:
     one dequeue per cycle.
     """
 
-    def __init__(self, payload, depth: int, name: str) -> None:
+    def __init__(self, payload, depth: int, name: str, pipe: bool = True) -> None:
         self.enq, self.deq = _fifo_streams(payload, depth, name)
         width = self.enq.data.bitwidth
         bits = max((depth - 1).bit_length(), 1)
@@ -525,7 +532,7 @@ class RingFifo:
         held = pyrtl.Register(depth.bit_length(), f"{name}_held")
         full = held == depth
         deq = (held != 0) & self.deq.ready
-        self.enq.ready <<= ~full | deq
+        self.enq.ready <<= (~full | deq) if pipe else ~full
         enq = self.enq.fire
         mem = pyrtl.MemBlock(width, bits, f"{name}_mem", asynchronous=True)
         mem[wp] <<= pyrtl.MemBlock.EnabledWrite(self.enq.data, enq)

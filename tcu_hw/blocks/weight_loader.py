@@ -67,11 +67,11 @@ class WeightLoader:
             memory ports A and B; a read goes to port A when granted, else asks port B.
         push: stream source, always ready (connect it to the array's ``weights``): ``data``
             (n·W), one vector pushed into the weight chain.
-        push_ok_next: input (1), a push next cycle is safe (the array's ``push_ok_next``,
-            or ``push_ok_next_switch`` when a switching vector enters next cycle).
+        push_ok_next: input (1), a push next cycle is safe (the array's ``push_ok_next``:
+            no push comes beside a switching vector, see ``switched_next``).
         switched_next: input (``TOKEN_BITS``), bank switches counted up to and including
-            this cycle, and the one of a vector that enters next cycle (so the next tile's
-            first push may come in the switching vector's cycle).
+            this cycle's (the switching vector's entry into the array), so the next tile's
+            first read comes in the cycle its switching vector enters and its push after.
         done_next: output (``TOKEN_BITS``), LoadWeights fully pushed, up to and including
             this cycle's push.
         read_addr: output (L), the local address of the next read.
@@ -100,7 +100,7 @@ class WeightLoader:
         rec = loader_struct(layout)
         self.record = rec
         self.loads = Stream(rec, f"{name}_loads", SINK)
-        q = RegFifo(rec, queue_depth, f"{name}_queue")
+        q = RegFifo(rec, queue_depth, f"{name}_queue", pipe=False)     # ready from registers
         connect(self.loads.flipped(), q.enq)
         deq = q.deq
         self.local_a = pa = SharedRead(f.L, vector_bits, f"{name}_local_a", side="client")

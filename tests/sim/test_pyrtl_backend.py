@@ -304,7 +304,7 @@ def test_speech_program_on_the_core(speech, index):
 # ------------------------------------------------------------------------------- throughput
 
 THROUGHPUT_ARCH = Architecture("FP16BP8", 4, 4096, 256, 1024, 256, 1, 4, 4)
-FILL = (4 + 1) + 5    # array latency n + 1, decode, queue, issue, read and accumulator stages
+FILL = (4 + 1) + 6    # array latency n + 1; skid, decode, queue, issue, read, accumulator stages
 
 
 def _throughput_cases(n):
@@ -313,10 +313,11 @@ def _throughput_cases(n):
                                  for k in range(32)], (n + 1) + 32 * 16
     yield "single_vector_matmuls", tile + [MatMul(100 + k, 0, k, 0, 0) for k in range(200)], \
         (n + 1) + 200
-    # n + 1 pushes a tile: the next tile's first push comes beside the switching vector
+    # n + 1 pushes a tile, and the next tile's first read comes as the switching vector
+    # enters the array (a cycle after its issue: the loader does not look at the issue)
     yield "tile_switches", [i for k in range(60) for i in (LoadWeights((k % 4) * (n + 1), 0, n),
                                                            MatMul(100 + k, 0, k, 0, 0))], \
-        60 * (n + 1) + 1
+        60 * (n + 2)
     yield "simd_runs", [SIMD(SimdOp.ZERO, 0, 0, 1)] + [
         SIMD(SimdOp.MAX, 0, 1, 0, read_address=k, write_address=128 + k, read=True, write=True)
         for k in range(120)], 121 + 1                    # + 1: SIMD results enter from t2
@@ -351,7 +352,7 @@ def test_small_moves_keep_requests_in_flight(latency):
     rng = np.random.default_rng(4)
     images = Images(dram0={0: rng.integers(-300, 300, (256, arch.array_size))})
     result = check(arch, moves, images, DramTiming(latency=latency))
-    assert result.cycles == 2 * 48 + latency + 3     # + dispatch, request, last write
+    assert result.cycles == 2 * 48 + latency + 4     # + skid, dispatch, request, last write
 
 
 def test_weight_pushes_hide_behind_matmuls():

@@ -43,9 +43,10 @@ def test_decoder_address_run_matches_the_contract(bits):
 
 
 def test_favor_grants_the_client_a_reader_waits_for_and_keeps_it_first():
-    """At most one grant, only to a client that wants; the client that alone is urgent comes
-    first, and stays first until the other alone is urgent; the other takes every cycle
-    the first does not want (a model, on random wants and urgencies)."""
+    """At most one grant, only to a client that wants; the client that alone was urgent in
+    the cycle before comes first, and stays first until the other alone was urgent; the
+    other takes every cycle the first does not want (a model, on random wants and
+    urgencies)."""
     block = pyrtl.Block()
     with pyrtl.set_working_block(block):
         wants = [pyrtl.Input(1, f"want{i}") for i in range(2)]
@@ -55,15 +56,15 @@ def test_favor_grants_the_client_a_reader_waits_for_and_keeps_it_first():
             out <<= g
         sim = pyrtl.Simulation()
     rng = np.random.default_rng(5)
-    prefer, firsts = 0, set()
+    prefer, firsts, was = 0, set(), [0, 0]
     for cycle in range(400):
         w = [int(x) for x in rng.random(2) < 0.7]
         u = [int(x) for x in rng.random(2) < (0.1 if cycle % 100 < 50 else 0.5)]
         sim.step({**{f"want{i}": w[i] for i in range(2)},
                   **{f"urgent{i}": u[i] for i in range(2)}})
         g = [sim.inspect(f"grant{i}") for i in range(2)]
-        first = u[1] if u[0] != u[1] else prefer
-        prefer = first
+        first = was[1] if was[0] != was[1] else prefer
+        prefer, was = first, u
         firsts.add(first)
         want = [0, 0]
         if w[first]:
