@@ -275,7 +275,7 @@ class Options:
       earlier move in the other unit that writes it, instead of for the whole move at
       dispatch (see :mod:`tcu_hw.core`).
     - ``weight_loader``: LoadWeights run in a weight loader beside the compute sequencer,
-      reading local memory port A when the sequencer leaves it free, else port B, so the
+      reading local memory port A when the sequencer does not want it, else port B, so the
       next tile's pushes overlap this tile's MatMuls (see :mod:`tcu_hw.blocks.weight_loader`);
       False pushes them through the sequencer's one-vector-per-cycle slot.
     """

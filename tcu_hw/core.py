@@ -99,8 +99,9 @@ class Core:
         self.dram0, self.dram1 = de.ports
         self.cfg = cfg = ConfigRegisters(options.decoder_timeout, name="cfg")
 
-        # decode stage: the incoming word is decoded before the decode register, so the
-        # dispatcher's range checks and the error flags start from registers
+        # decode stage: the skid's head is decoded before the decode register, so the
+        # dispatcher's range checks and the error flags start from registers (and the skid
+        # gives the instruction stream a READY from registers)
         skid = RegFifo(self.instructions.fields, 2, "instr_skid", pipe=False)
         connect(self.instructions.flipped(), skid.enq)
         dec = Decoder(lay, skid.deq.payload.data)

@@ -4,7 +4,8 @@ A queue of decoded compute instructions (:func:`tcu_hw.blocks.decoder.compute_st
 feeds a sequencer that issues one micro-op (one vector) per cycle; consecutive
 instructions follow each other without a bubble. Two units run beside the sequencer:
 LoadWeights go to a :class:`~tcu_hw.blocks.weight_loader.WeightLoader` (reading local
-memory port A in the cycles the sequencer leaves it free, else port B), so the next tile's
+memory port A in the cycles the sequencer does not want it or waits for the loader's tile,
+else port B), so the next tile's
 pushes overlap this tile's MatMuls (without the loader they take the sequencer's slot too);
 acc→local moves (kinds 0xC and 0x4) go to an :class:`~tcu_hw.blocks.acc_drain.AccDrain`
 (the accumulators' outside read port; local port A when the sequencer and the loader leave
@@ -48,7 +49,8 @@ Hazards (the sequencer stalls the micro-op at t0):
 
 - accumulator read-after-write: an accumulator read (SIMD with read) waits while a write to
   the same address is in the array pipeline, at t1 or at t2 (the array carries the address
-  in its stage tags), and in a cycle the drain reads;
+  in its stage tags), and while the drain claims the read port (``acc_claim``: it has a
+  word to read and no older writer left, held or not);
 - accumulator write-after-read: a micro-op that writes an address a move in the drain
   (with no older writer left) has still to read waits;
 - array entry: a MatMul or local→acc micro-op cannot issue right after a SIMD that writes
@@ -102,8 +104,8 @@ class ComputeUnit:
             ``array``, ``acc`` and ``simd``; the weight loader ``wl``, the drain ``drain``).
         external: build the accumulator RAM as ports to Verilog RAM modules.
         weight_loader: run LoadWeights in a :class:`~tcu_hw.blocks.weight_loader.WeightLoader`
-            reading local memory port A when the sequencer leaves it free, else port B
-            (``weights_local``); False: through the sequencer.
+            reading local memory port A when the sequencer does not want it (or waits for the
+            loader's tile), else port B (``weights_local``); False: through the sequencer.
 
     Ports:
         instructions: :class:`~tcu_hw.blocks.stream.Stream` sink of
@@ -115,7 +117,7 @@ class ComputeUnit:
             memory port B, the drain's writes when port A is busy.
         weights_local: :class:`~tcu_hw.blocks.stream.SharedRead` (client side) to local
             memory port B, the loader's reads when port A is busy (None without the
-            loader; the loader reads port A in the cycles the sequencer leaves it free).
+            loader; the loader reads port A in the cycles the sequencer does not want it).
         entries, sequencer_entries, loader_entries, drain_entries: lists of ``valid`` (1)
             / ``record`` (packed, with its ``struct``) outputs: every instruction still to
             touch local memory (for the dispatcher's range checks), and those of the

@@ -37,7 +37,8 @@ local side goes on to the next entry in the same cycle); until then its local ra
 visible to the dispatcher (``entries``).
 
 Port B: the guest reader first, then the channel whose load a chained reader (a MatMul, a weight
-push) waits for, and after that still the channel favoured last, the other taking the
+push) waited for in the cycle before (registered, so the range checks stay off the grant),
+and after that still the channel favoured last, the other taking the
 cycles it leaves: a load that a reader follows keeps the port while the reader works through
 what it brought, instead of sharing it with a load nobody waits for yet. (No share is
 guaranteed: a channel the other one is favoured over waits while that one streams, at most
@@ -415,7 +416,8 @@ class DramEngine:
         """Chain ``readers`` (records with ``addr`` and ``wants`` outputs and a ``wait``
         input, e.g. :attr:`ComputeUnit.readers <tcu_hw.blocks.compute.ComputeUnit>`) behind
         the local words DRAM→local moves have still to write: drive each ``wait``, and give
-        port B first to a channel that a reader wanting to read waits for (a MatMul or a
+        port B first (from the next cycle) to a channel that a reader wanting to read waits
+        for (a MatMul or a
         weight push waiting for its load does not share the port with a load it does not
         need yet). ``[]``: nothing is chained. Call once."""
         hits = [[named(pending(reader.addr, c.local_writes), f"{self.name}_c{k}_holds_{i}")

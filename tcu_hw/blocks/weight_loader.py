@@ -12,9 +12,10 @@ the tile's MatMuls take at least as long as the next tile's pushes::
                         └─ MatMul, SIMD, moves ─▶ sequencer ── switch (1st vector) ─▶ array
                                    token ≟ done ◀──────────────────┘
 
-Each read takes local port A when the sequencer leaves it free (a MatMul of one vector
-after a tile of n + 1 pushes, as in a batch-1 dense layer), else port B, which it shares
-with the DRAM engine (while MatMuls stream through port A).
+Each read takes local port A when the sequencer does not want it or waits for this tile (a
+MatMul of one vector after a tile of n + 1 pushes, as in a batch-1 dense layer), else port
+B, which it shares with the DRAM engine (while MatMuls stream through port A, or wait for a
+DRAM load).
 
 Two counters keep program order between the two paths (``TOKEN_BITS`` wide, wrapping):
 

@@ -168,9 +168,13 @@ def test_connecting_interfaces_is_all_or_nothing():
 
 
 @requires_gcc
-@pytest.mark.parametrize("kind, depth", [(RegFifo, 3), (RingFifo, 3), (RingFifo, 1),
-                                         (RingFifo, 4)])
-def test_queue_keeps_order_under_random_back_pressure(kind, depth):
+@pytest.mark.parametrize("kind, depth, pipe", [(RegFifo, 3, True), (RingFifo, 3, True),
+                                               (RingFifo, 1, True), (RingFifo, 4, True),
+                                               (RegFifo, 2, False), (RingFifo, 2, False),
+                                               (RegFifo, 1, False)])
+def test_queue_keeps_order_under_random_back_pressure(kind, depth, pipe):
+    """Every value once and in order; ``count``/``full`` follow the transfers; with
+    ``pipe=False`` the FIFO takes nothing while full, even in a cycle its head leaves."""
     rng = np.random.default_rng(3 + depth)
     cycles = 600
     block = pyrtl.Block()
@@ -179,7 +183,7 @@ def test_queue_keeps_order_under_random_back_pressure(kind, depth):
         count = pyrtl.Register(10, "count")
         src.drive(pyrtl.Input(1, "v"), value=count, tag=count[:2])
         count.next <<= count + src.fire
-        fifo = kind(src.fields, depth, "q1")
+        fifo = kind(src.fields, depth, "q1", pipe=pipe)
         connect(src, fifo.enq)
         out = queue(fifo.deq, 1, "q2")
         out.ready <<= pyrtl.Input(1, "r")
@@ -204,6 +208,9 @@ def test_queue_keeps_order_under_random_back_pressure(kind, depth):
     assert tr["held"].tolist() == held[:cycles].tolist()
     assert tr["full"].tolist() == (held[:cycles] == depth).astype(int).tolist()
     assert tr["full"].any()
+    through = [k for k in range(cycles) if tr["full"][k] and tr["mid"][k] and v_in[k]]
+    assert through                                        # the case arises in the trace
+    assert {int(tr["sr"][k]) for k in through} == {int(pipe)}   # taken only with pipe
 
 
 def test_ring_fifo_keeps_its_entries_in_a_memory():
