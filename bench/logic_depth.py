@@ -154,21 +154,43 @@ def main() -> None:
     parser.add_argument("--paths", type=int, default=1,
                         help="paths to print, to different ends, deepest first")
     args = parser.parse_args()
-    if args.json:
-        design = json.loads(Path(args.json).read_text())["modules"]
-        module = next(m for m in design.values() if m.get("attributes", {}).get("top"))
-    else:
-        sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-        sys.path.insert(0, str(Path(__file__).resolve().parent))
-        from synth_report import top_name  # noqa: PLC0415
-        from tcu_hw.arch import Options, resolve_arch  # noqa: PLC0415
-        from tcu_hw.verilog import verilog  # noqa: PLC0415
-        name = top_name(args.arch)
-        text = verilog(resolve_arch(args.arch), Options(axi_data_width=args.axi), name)
-        with tempfile.TemporaryDirectory() as d:
-            module = synth_ecp5(text, f"top_{name}", Path(d))
-    for path in deepest_paths(module, args.paths):
+    try:
+        module = netlist_top(Path(args.json)) if args.json else _synthesized(args.arch,
+                                                                             args.axi)
+        paths = deepest_paths(module, args.paths)
+    except (ValueError, RuntimeError) as e:
+        sys.exit(f"error: {e}")
+    for path in paths:
         print(f"{path.levels} levels: " + " > ".join(path.nets))
+
+
+def netlist_top(path: Path) -> dict:
+    """The top module of a ``write_json`` netlist file (the module marked ``top``); a
+    ``ValueError`` naming the file when it cannot be read or has no top."""
+    try:
+        modules = json.loads(path.read_text())["modules"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise ValueError(f"{path}: not a Yosys write_json netlist ({e})") from None
+    tops = [m for m in modules.values() if isinstance(m, dict) and
+            str(m.get("attributes", {}).get("top", "0")).strip("0")]
+    if len(tops) != 1:
+        raise ValueError(f"{path}: {len(tops)} modules are marked top; a netlist written "
+                         f"after synth_ecp5 -top has exactly one")
+    return tops[0]
+
+
+def _synthesized(arch: str, axi: int) -> dict:
+    """The generated top of ``arch`` (preset or ``.tarch``) at ``axi`` bits through
+    ``synth_ecp5``; errors in the architecture or the width as ``ValueError``."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from synth_report import top_name  # noqa: PLC0415
+    from tcu_hw.arch import Options, resolve_arch  # noqa: PLC0415
+    from tcu_hw.verilog import verilog  # noqa: PLC0415
+    name = top_name(arch)
+    text = verilog(resolve_arch(arch), Options(axi_data_width=axi), name)
+    with tempfile.TemporaryDirectory() as d:
+        return synth_ecp5(text, f"top_{name}", Path(d))
 
 
 if __name__ == "__main__":

@@ -138,9 +138,9 @@ def main() -> None:
     parser.add_argument("--boards", default="pynqz1,ultra96v2")
     parser.add_argument("--axi", default="64,128", help="AXI width per board")
     parser.add_argument("--ecp5", default="", help="board whose full default top goes "
-                        "through synth_ecp5 and nextpnr-ecp5 (15 to 20 minutes)")
+                        "through synth_ecp5 and nextpnr-ecp5 (15 to 60 minutes)")
     parser.add_argument("--router", default="router1", choices=("router1", "router2"),
-                        help="nextpnr router (default router1: 15 to 20 minutes on the "
+                        help="nextpnr router (default router1: 15 to 60 minutes on the "
                              "default pynqz1 top on 2 shared cores; router2 did not finish "
                              "in 40)")
     args = parser.parse_args()
@@ -161,7 +161,7 @@ def main() -> None:
                   f"{r['DSP48E1']:>5} "
                   f"{r['RAMB36']:>7} {r['RAMB18']:>7} {r['CARRY4']:>7} {r['seconds']:>7.0f}")
         if args.ecp5:
-            with progress.step(f"synth_ecp5 and nextpnr-ecp5 of top_{args.ecp5} (15 to 20 "
+            with progress.step(f"synth_ecp5 and nextpnr-ecp5 of top_{args.ecp5} (15 to 60 "
                                f"minutes)"):
                 r = ecp5(args.ecp5, 64, Path(d), args.router)
             if "error" in r:

@@ -2,13 +2,14 @@
 
 ::
 
-    instr ─▶ [skid] ─▶ Decoder ─▶ [decode register] ─▶ dispatcher ─┬─▶ ComputeUnit ── local port A
-                                              │          │   (array, SIMD, accumulators,
-                                              │          │    weight loader ── port A/B)
-                                              │          └─▶ DramEngine ─── local port B
-                                              ▼                   │
-                                      ConfigRegisters (PC,    dram0_*, dram1_* ports
-                                      timeout, tracepoint)
+    instr ─▶ [skid] ─▶ Decoder ─▶ [decode register] ─▶ dispatcher ─┬─▶ ComputeUnit ── port A
+                                                         │         │   (array, SIMD,
+                                                         │         │    accumulators, loader
+                                                         │         │    and drain ── A/B)
+                                                         │         └─▶ DramEngine ── port B
+                                                         ▼                  │
+                                                 ConfigRegisters (PC,    dram0_*, dram1_*
+                                                 timeout, tracepoint)    ports
 
 The dispatcher sends one instruction per cycle, in program order, to the unit that runs it:
 compute instructions (MatMul, LoadWeights, SIMD, local↔accumulator moves, LoadLUT) to the

@@ -1,9 +1,12 @@
 """bench/logic_depth.py counts logic levels the way the clock's guard needs: a LUT a level,
 a carry chain one level on entry, registers and block RAM ending paths; names the nets on
-the deepest path; refuses cells whose timing it does not know and combinational loops."""
+the deepest path; refuses cells whose timing it does not know, combinational loops, and
+netlist files or architectures it cannot use, by name."""
 
 from __future__ import annotations
 
+import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -53,3 +56,27 @@ def test_unknown_cells_and_loops_are_refused():
     loop = {"a": ("LUT4", {"A": [10], "Z": [11]}), "b": ("LUT4", {"A": [11], "Z": [10]})}
     with pytest.raises(ValueError, match="combinational loop"):
         logic_depth.deepest_paths(_module(loop, {}))
+
+
+def test_a_netlist_file_is_read_or_refused_by_name(tmp_path):
+    good = tmp_path / "net.json"
+    top = _module({"a": ("LUT4", {"A": [10], "Z": [11]})}, {})
+    good.write_text(json.dumps({"modules": {"other": {"attributes": {}},
+                                            "top_x": {**top, "attributes": {"top": "01"}}}}))
+    assert logic_depth.deepest_paths(logic_depth.netlist_top(good))[0].levels == 1
+    for text, why in (("{not json", "not a Yosys write_json netlist"),
+                      ('{"modules": {"m": {"attributes": {}}}}', "0 modules are marked top")):
+        bad = tmp_path / "bad.json"
+        bad.write_text(text)
+        with pytest.raises(ValueError, match=f"bad.json: {why}"):
+            logic_depth.netlist_top(bad)
+    with pytest.raises(ValueError, match="missing.json: not a Yosys"):
+        logic_depth.netlist_top(tmp_path / "missing.json")
+
+
+def test_the_command_line_names_a_bad_architecture():
+    run = subprocess.run([sys.executable, str(ROOT / "bench" / "logic_depth.py"), "--arch",
+                          "nosuchboard"], capture_output=True, text=True, cwd=ROOT)
+    assert run.returncode == 1
+    assert run.stderr.startswith("error: unknown architecture 'nosuchboard'"), run.stderr
+    assert "Traceback" not in run.stderr

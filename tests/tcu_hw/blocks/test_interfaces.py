@@ -118,6 +118,24 @@ def test_axi_valids_never_depend_on_readys():
             assert not readys & combinational_inputs(pins[f"m_axi_dram{k}_{s}"], block), s
 
 
+def test_the_tops_readies_do_not_look_inside_the_core():
+    """Issue 30: the instruction stream's TREADY and the DRAM ports' RREADY/BREADY come from
+    the registers of the FIFO at the port (the gearbox and the core's skid, the AXI
+    master's read vectors), never from the dispatcher, the compute unit or the DRAM
+    channels (a chain of readies through them set the clock before)."""
+    block = pyrtl.Block()
+    with pyrtl.set_working_block(block):
+        Top(preset("pynqz1"), Options())
+    pins = {w.name: w for w in block.wirevector_set}
+    inside = ("dec_", "cu_", "wl_", "drain_", "dram_c", "dram_port_b", "array_", "acc_")
+    outputs = ["instruction_tready"] + [f"m_axi_dram{k}_{s}ready" for k in (0, 1)
+                                        for s in ("r", "b")]
+    for name in outputs:
+        cone = {w.name for w in combinational_inputs(pins[name], block)}
+        assert not [w for w in cone if w.startswith(inside)], (name, sorted(cone))
+        assert len(cone) < 30, (name, len(cone))
+
+
 # --------------------------------------------------------------------------- connect
 
 def test_connect_checks_directions_widths_and_back_pressure():
