@@ -2,7 +2,8 @@
 core.
 
     python bench/roofline.py [-m MODEL.onnx] [-a ARCH] [-o OUTPUT ...] [--latency 20]
-                             [--plot FILE.png|svg] [--json OUT.json]
+                             [--input-layout pixels|unfolded] [--plot FILE.png|svg]
+                             [--json OUT.json]
 
 Defaults: ResNet-20 (``../shared/models/resnet20v2_cifar.onnx``, to its logits) for
 ultra96v2. For every layer of the compiled program it prints
@@ -45,6 +46,7 @@ sys.path.insert(0, str(ROOT))
 
 from compiler_lite.compile import compile_model  # noqa: E402
 from compiler_lite.summary import figures  # noqa: E402
+from compiler_lite.unfold import INPUT_LAYOUTS  # noqa: E402
 from sim.profile import layer_rows, plot_profile, profile  # noqa: E402
 
 
@@ -73,6 +75,9 @@ def main() -> None:
     p.add_argument("-o", "--outputs", nargs="*", default=None,
                    help="outputs to compile to (default for ResNet-20: its logits)")
     p.add_argument("--latency", type=int, default=20, help="DRAM read latency in cycles")
+    p.add_argument("--input-layout", choices=INPUT_LAYOUTS, default="pixels",
+                   help="how the host stores the inputs (default pixels, Tensil's; unfolded: "
+                        "the stem's kernel taps in the channels, as bench/report.py measures)")
     p.add_argument("--plot", metavar="FILE", help="write the split as a PNG/SVG bar chart")
     p.add_argument("--json", metavar="OUT.json", help="write the rows as JSON")
     args = p.parse_args()
@@ -80,7 +85,7 @@ def main() -> None:
     if outs is None and Path(args.model).name == "resnet20v2_cifar.onnx":
         outs = ["dense/BiasAdd:0"]
     t = time.perf_counter()
-    c = compile_model(args.model, args.arch, outputs=outs)
+    c = compile_model(args.model, args.arch, outputs=outs, input_layout=args.input_layout)
     print(f"compiled {Path(args.model).name} for {args.arch} in {time.perf_counter() - t:.1f} "
           f"s: {len(c.program):,} instructions, {len(c.layers)} layers", flush=True)
     rng = np.random.default_rng(0)

@@ -5,9 +5,11 @@ Per layer the local-memory arena holds the weight tiles (all of them when they f
 chunks that stream), the layer's constant vectors, the staging areas of the sources that live
 in DRAM (two each when they fit: the next partition's DRAM loads are issued before this
 partition's compute, so the DRAM unit works while the array does) and, for each buffer the
-layer stores that lives in DRAM0 (its output, and any :class:`~.kernels.Save` copy), two
-output staging areas. The accumulators hold the constant vectors, then one region per buffer
-the layer's steps write.
+layer stores that lives in DRAM (its output, and any :class:`~.kernels.Save` copy; in DRAM0
+or DRAM1, :mod:`.ports`), two output staging areas. The accumulators hold the constant
+vectors, then one region per buffer the layer's steps write (twice when they fit:
+partitions alternate between the two, so one partition's MatMuls run while the drain moves
+the other's outputs to local memory).
 
 When the constants live in DRAM1, a ring at the top of local memory holds the tiles and
 constants of the layers ahead, loaded while earlier layers compute (:mod:`.prefetch`); such a
@@ -22,13 +24,14 @@ stores put the vectors back in place.
 
 Within a partition (:meth:`Emitter.emit_partition`) the producer's terms are emitted tile by
 tile (one LoadWeights, then its MatMuls rolled up into strided runs), then each in-place step
-(a Save stores the partition's output vectors as they are at that point), then the store.
+(a Save stores the partition's output vectors as they are at that point), then the store;
+the DRAM1 stores go last, after DRAM0's (:meth:`Emitter._flush_stores`).
 
 ::
 
     local:  [ residents | tiles (all, or 2 chunks) | consts | src stage ×2 | out stage ×2 …
               … | ring ]
-    acc:    [ consts | region per written buffer (this partition's span) ]
+    acc:    [ consts | region per written buffer (this partition's span) | (again) ]
 """
 
 from __future__ import annotations
@@ -56,6 +59,7 @@ from .rollup import runs, whole_runs
 from .summary import estimate
 
 KIND_IN = {"dram0": DataMoveKind.DRAM0_TO_LOCAL, "dram1": DataMoveKind.DRAM1_TO_LOCAL}
+KIND_OUT = {"dram0": DataMoveKind.LOCAL_TO_DRAM0, "dram1": DataMoveKind.LOCAL_TO_DRAM1}
 
 
 @dataclass
@@ -185,6 +189,7 @@ class Emitter:
         self.plan = plan
         self.source = source
         self.out: list = []
+        self.stores: list = []                  # the partition's DRAM1 stores, held back
         self.stats: list[LayerStats] = []
         self.max_count = 1 << self.layout.op2_addr_bits
         self.s0 = arch.stride0_depth
@@ -275,7 +280,7 @@ class Emitter:
         st.partitions = len(part.bounds)
         ring_live = self.ring and li not in self.barriers
         st.local_used = self.arch.local_depth - 1 if ring_live else arena.top
-        st.acc_used = part.need.acc
+        st.acc_used = part.need.acc + (part.need.acc - part.acc_consts) * part.acc_double
         st.stages = max(1, -(-lc.tile_vectors // arena.chunk)) if arena.chunk else 1
         self._prologue(lc, part.mode, arena, st)
         self._feed()
@@ -445,7 +450,7 @@ class Emitter:
         a, b = part.bounds[p]
         R = job.ranges_of(a, b)
         acc_at = {}
-        base = job.lc.simd_count                # after the constants
+        base = part.acc_base(p)                 # after the constants (two areas: alternating)
         for buf in job.acc_bufs:
             lo, hi = R.get(buf, (0, 0))
             acc_at[buf] = base - lo
@@ -476,12 +481,30 @@ class Emitter:
                     DataMoveKind.ACC_TO_LOCAL_RELU if relu else DataMoveKind.ACC_TO_LOCAL)
         for s in late:                          # copies after the output the next layer reads
             self._store(job, p, acc_at[job.layer.out] + a, s.to)
+        self._flush_stores()
+
+    def _flush_stores(self) -> None:
+        """The partition's DRAM1 stores, held back until its DRAM0 stores are out: a DRAM0
+        store waits until DRAM1's earlier stores have landed (the host's flush probe,
+        :mod:`tcu_hw.blocks.dram_engine`), a DRAM1 store does not wait for DRAM0's, so in
+        this order both ports store at once."""
+        for emit_store in self.stores:
+            emit_store()
+        self.stores = []
+
+    def _dram_store(self, job: LayerJob, F: Buffer, emit_store: Callable) -> None:
+        """Emit a store to ``F``'s home now (DRAM0), or at the partition's end (DRAM1)."""
+        if F.home[0] == "dram1":
+            self.stores.append(emit_store)
+        else:
+            emit_store()
 
     def _store(self, job: LayerJob, p: int, acc_a: int, F: Buffer,
                kind: DataMoveKind = DataMoveKind.ACC_TO_LOCAL) -> None:
         """Partition ``p``'s output vectors from accumulator ``acc_a`` on to the same vectors
         of ``F`` (the layer's output or a saved copy), at its home (through an output
-        staging area to DRAM0), by acc→local moves of ``kind`` (0x4: rectified)."""
+        staging area to its DRAM port; DRAM1's at the partition's end: :meth:`_flush_stores`),
+        by acc→local moves of ``kind`` (0x4: rectified)."""
         a, b = job.part.bounds[p]
         if job.order is not None:               # channel groups: back in place
             self._store_grouped(job, p, acc_a, F, kind)
@@ -491,10 +514,15 @@ class Emitter:
             return
         dst = job.arena.out_stage[F][job.slot(p)]
         self.move(kind, dst, acc_a, b - a)
-        if F.home[0] != "dram0":
-            self.fail(job.layer, f"internal: output buffer home {F.home}")
-        self.move(DataMoveKind.LOCAL_TO_DRAM0, dst, F.home[1] + a, b - a)
+        out = self._kind_out(job, F)
+        self._dram_store(job, F, lambda: self.move(out, dst, F.home[1] + a, b - a))
         job.stats.dram_vectors += b - a
+
+    def _kind_out(self, job: LayerJob, F: Buffer) -> DataMoveKind:
+        """The local → DRAM kind of a store to ``F``'s home."""
+        if F.home[0] not in KIND_OUT:
+            self.fail(job.layer, f"internal: output buffer home {F.home}")
+        return KIND_OUT[F.home[0]]
 
     def _store_grouped(self, job: LayerJob, p: int, acc_a: int, F: Buffer,
                        kind: DataMoveKind) -> None:
@@ -507,7 +535,9 @@ class Emitter:
             return
         dst = job.arena.out_stage[F][job.slot(p)]
         self.move(kind, dst, acc_a, b - a)
-        self.moves(DataMoveKind.LOCAL_TO_DRAM0, dst + np.arange(b - a), F.home[1] + vec)
+        out = self._kind_out(job, F)
+        self._dram_store(job, F, lambda: self.moves(out, dst + np.arange(b - a),
+                                                    F.home[1] + vec))
         job.stats.dram_vectors += b - a
 
     # ------------------------------------------------------------------------- tiles

@@ -42,7 +42,9 @@ STORE_MOVES = 2
 #: ... this many vectors moved from or to DRAM cost one instruction ...
 DRAM_VECTORS_PER_INSTRUCTION = 16
 #: ... and without double buffering each partition waits for its loads: an instruction, and
-#: the staged vectors' AXI beats (as many instructions as as many DRAM vectors would cost).
+#: the staged vectors' AXI beats (as many instructions as as many DRAM vectors would cost);
+#: with one accumulator area the next partition's first MatMul waits for the drain of
+#: this one's outputs (a vector a cycle, counted the same way).
 SINGLE_BUFFER_COST = 1
 
 #: The fewest vectors a chunk of a source loaded chunk by chunk holds
@@ -182,9 +184,11 @@ class Partitioning:
     ``mode`` says where the weight tiles are in local memory: "all" loaded once, "stream" in
     two chunks loaded as the MatMuls go, "held" loaded ahead into the ring (outside
     this layer's arena), "none" read where the constants image has them (the constants live
-    in local memory). ``chunk`` (:meth:`PartitionSearch.chunked`): the layer's one staged
-    source is loaded into two areas of ``chunk`` vectors in turn, each partition's terms
-    going chunk by chunk.
+    in local memory). ``acc_double``: partitions alternate between two accumulator areas,
+    so one partition's MatMuls run while the drain moves the other's outputs out.
+    ``chunk`` (:meth:`PartitionSearch.chunked`): the layer's one staged source is loaded
+    into two areas of ``chunk`` vectors in turn, each partition's terms going chunk by
+    chunk.
     """
 
     mode: str                           # tiles: "all", "stream", "held" or "none"
@@ -193,10 +197,17 @@ class Partitioning:
     units: int                          # vectors per row: a frame row, or one pixel
     need: Need                          # checked on every partition
     chunk: int = 0                      # > 0: the source loads in chunks of this many vectors
+    acc_double: bool = False            # two accumulator areas, partitions alternating
+    acc_consts: int = 0                 # accumulator vectors of the layer's constants
 
     @property
     def bounds(self) -> list[tuple[int, int]]:
         return self.need.bounds
+
+    def acc_base(self, p: int) -> int:
+        """First accumulator vector of partition ``p``'s outputs (after the constants)."""
+        area = self.need.acc - self.acc_consts
+        return self.acc_consts + (p % 2) * area if self.acc_double else self.acc_consts
 
 
 class PartitionSearch:
@@ -293,10 +304,10 @@ class PartitionSearch:
         """Arena vectors left for weight tiles."""
         return self.arena - self.fixed_local - need.local
 
-    def fits(self, need: Need, mode: str) -> bool:
-        """Whether the accumulators hold ``need`` and the arena its staging and the tiles
-        (held the way ``mode`` says)."""
-        if need.acc > self.acc_depth:
+    def fits(self, need: Need, mode: str, acc_double: bool = False) -> bool:
+        """Whether the accumulators hold ``need`` (twice with ``acc_double``) and the arena
+        its staging and the tiles (held the way ``mode`` says)."""
+        if need.acc + (need.acc - self.acc_consts if acc_double else 0) > self.acc_depth:
             return False
         if mode == "all":
             return self.room(need) >= self.tile_vectors
@@ -304,22 +315,24 @@ class PartitionSearch:
             return self.room(need) >= 2 * self.max_tile
         return self.room(need) >= 0
 
-    def largest(self, units: int, mode: str, double: bool) -> int | None:
+    def largest(self, units: int, mode: str, double: bool, acc_double: bool = False
+                ) -> int | None:
         """The most rows per partition that fit (None when one row does not)."""
         lo, hi, best = 1, self.rows(units), None
         while lo <= hi:
             mid = (lo + hi) // 2
-            if self.fits(self.need(units, mid, double), mode):
+            if self.fits(self.need(units, mid, double), mode, acc_double):
                 best, lo = mid, mid + 1
             else:
                 hi = mid - 1
         while best is not None:                 # confirm on every partition
-            if self.fits(self.need(units, best, double, sample=False), mode):
+            if self.fits(self.need(units, best, double, sample=False), mode, acc_double):
                 break
             best = best - 1 if best > 1 else None
         return best
 
-    def cost(self, units: int, rows: int, mode: str, double: bool) -> float:
+    def cost(self, units: int, rows: int, mode: str, double: bool,
+             acc_double: bool = False) -> float:
         """Instructions the partitioning costs, roughly (see ``TILE_COST`` and after)."""
         parts = -(-self.rows(units) // rows)
         need = self.need(units, rows, double)
@@ -330,18 +343,23 @@ class PartitionSearch:
         return TILE_COST * self.tiles * parts + parts * (len(self.staged) + STORE_MOVES) + \
             (tile_dram + parts * sum(need.stage.values())) / DRAM_VECTORS_PER_INSTRUCTION + \
             (0 if double else parts * (SINGLE_BUFFER_COST + self.beats * sum(
-                need.stage.values()) / DRAM_VECTORS_PER_INSTRUCTION))
+                need.stage.values()) / DRAM_VECTORS_PER_INSTRUCTION)) + \
+            (0 if acc_double or parts == 1 else
+             parts * need.out * len(self.out_staged) / DRAM_VECTORS_PER_INSTRUCTION)
 
-    def candidates(self, units: int) -> list[tuple[float, str, bool, int]]:
-        """(cost, mode, double, rows) of every way that fits with rows of ``units``."""
+    def candidates(self, units: int) -> list[tuple[float, str, bool, int, bool]]:
+        """(cost, mode, double, rows, acc_double) of every way that fits with rows of
+        ``units``."""
         found = []
         for mode in self.modes():
             if mode == "stream" and self.tile_vectors <= 2 * self.max_tile:
                 continue                        # streaming needs more than two chunks
             for double in (True, False):
-                rows = self.largest(units, mode, double)
-                if rows is not None:
-                    found.append((self.cost(units, rows, mode, double), mode, double, rows))
+                for acc_double in (False, True):
+                    rows = self.largest(units, mode, double, acc_double)
+                    if rows is not None:
+                        found.append((self.cost(units, rows, mode, double, acc_double), mode,
+                                      double, rows, acc_double))
         return found
 
     def choose(self) -> Partitioning | None:
@@ -349,9 +367,10 @@ class PartitionSearch:
         for units in self.units:
             found = self.candidates(units)
             if found:
-                _, mode, double, rows = min(found, key=lambda c: c[0])
+                _, mode, double, rows, acc_double = min(found, key=lambda c: c[0])
                 return Partitioning(mode, double, rows, units,
-                                    self.need(units, rows, double, sample=False))
+                                    self.need(units, rows, double, sample=False),
+                                    acc_double=acc_double, acc_consts=self.acc_consts)
         return None
 
     def chunked(self) -> Partitioning | None:
@@ -376,7 +395,8 @@ class PartitionSearch:
             if rows:
                 return Partitioning(mode, False, rows, units,
                                     self.need(units, rows, False, sample=False),
-                                    self._chunk(units, rows, mode, False))
+                                    self._chunk(units, rows, mode, False),
+                                    acc_consts=self.acc_consts)
         return None
 
     def _chunk(self, units: int, rows: int, mode: str, sample: bool) -> int:

@@ -29,6 +29,7 @@ from tcu_hw.isa import lut_vectors
 
 from .ir import Buffer, Space, distinct
 from .kernels import Layer, Linear, Load, Simd
+from .ports import Heap, PortBalance, buffer_traffic
 
 STRATEGIES = ("local-isolated", "local-vars", "local-consts", "local-vars-and-consts")
 
@@ -163,6 +164,7 @@ class MemoryPlan:
     saturated_consts: int = 0
     dram0_aggregate: int = 0                        # vectors of all DRAM0 buffers
     tile_users: Counter = field(default_factory=Counter)    # tile block → layers using it
+    dram1_scratch: tuple = (0, 0)   # DRAM1 vectors of intermediate buffers [start, end)
 
     def own_tiles(self, lc: LayerConsts, dram1_depth: int) -> bool:
         """Give layer constants ``lc`` a copy of their tile block, appended to the image,
@@ -172,7 +174,8 @@ class MemoryPlan:
             lc.shared_tiles = False                 # (the others took copies)
             return True
         at = len(self.image)
-        if at + lc.tile_vectors > dram1_depth:
+        start, end = self.dram1_scratch
+        if at + lc.tile_vectors > (start if end > start else dram1_depth):
             return False
         block = self.image[lc.tile_base:lc.tile_base + lc.tile_vectors]
         self.image = np.concatenate([self.image, block])
@@ -399,22 +402,28 @@ class Planner:
                                f"DRAM1, the architecture has dram1_depth {A.dram1_depth}")
         life = self.lifetimes()
         limit = A.dram0_depth - 2
+        balance = PortBalance(len(self.layers), buffer_traffic(self.layers, self.space,
+                                                               sources_of))
         at = 0
         for role in ("input", "output"):
             for b in self.space.buffers:
                 if b.role == role:
                     b.home = ("dram0", at)
                     at += b.vectors
+                    balance.add("dram0", b)
         if at > limit:
             raise CompileError(f"{self.source}: the inputs and outputs need {at} vectors of "
                                f"DRAM0, the architecture has {limit} usable (dram0_depth "
                                f"{A.dram0_depth} minus the two flush-probe vectors)")
-        base = at
+        users = Counter(lc.tile_base for lc in info if lc.tile_vectors)
+        if not self.consts_to_local:
+            for li, lc in enumerate(info):
+                balance.add_layer("dram1", li, lc.simd_local + lc.lut_vectors + lc.tile_vectors)
+        heaps = {"dram0": Heap(at, limit), "dram1": Heap(self._scratch_base(image, info, users),
+                                                         A.dram1_depth)}
         local_base = len(image) if self.consts_to_local else 0
         local_limit = A.local_depth - 1
         local_top = [local_base] * len(self.layers)
-        free: list[tuple[int, int]] = []        # DRAM0 free list (start, size)
-        top = base
         dying: dict[int, list[Buffer]] = {}
         residents: list[tuple[int, int, int]] = []  # (start, end, last layer)
         for li, layer in enumerate(self.layers):
@@ -428,37 +437,42 @@ class Planner:
                         b.home = ("local", slot)
                         residents.append((slot, slot + b.vectors, last))
                 if b.home is None:
-                    b.home = ("dram0", self._alloc(free, b.vectors, top))
-                    top = max(top, b.home[1] + b.vectors)
-                    if top > limit:
-                        raise CompileError(
-                            f"{self.source}: layer {layer.name!r}: the intermediate tensors "
-                            f"need {top} vectors of DRAM0 at this point, the architecture has "
-                            f"{limit} usable")
+                    self._home_in_dram(b, layer, heaps, balance)
                     dying.setdefault(last, []).append(b)
             alive = [r for r in residents if r[2] >= li]
             local_top[li] = max([local_base] + [r[1] for r in alive])
             for d in dying.pop(li, []):
-                free.append((d.home[1], d.vectors))
+                heaps[d.home[0]].release(d.home[1], d.vectors)
             residents = [r for r in residents if r[2] > li]
         aggregate = sum(b.vectors for b in self.space.buffers
                         if b.home is not None and b.home[0] == "dram0")
-        users = Counter(lc.tile_base for lc in info if lc.tile_vectors)
         for lc in info:
             lc.shared_tiles = lc.tile_vectors > 0 and users[lc.tile_base] > 1
-        return MemoryPlan(image, info, top, local_top, self.consts_to_local, saturated,
-                          aggregate, users)
+        d1 = heaps["dram1"]
+        return MemoryPlan(image, info, heaps["dram0"].top, local_top, self.consts_to_local,
+                          saturated, aggregate, users, dram1_scratch=(d1.base, d1.top))
 
-    @staticmethod
-    def _alloc(free: list, size: int, top: int) -> int:
-        """First fit of ``size`` vectors in the DRAM0 free list, else at ``top``."""
-        free.sort()
-        for k, (s, sz) in enumerate(free):
-            if sz >= size:
-                free[k] = (s + size, sz - size)
-                return s
-        # no free block is large enough: allocate at the top
-        return top
+    def _scratch_base(self, image: np.ndarray, info: list[LayerConsts], users: Counter) -> int:
+        """First DRAM1 vector of the intermediate buffers: after the constants and the room
+        for a copy of every tile block that several layers share (``own_tiles``). (With
+        ``local-consts`` the host still stages the constants in DRAM1 for every run.)"""
+        return len(image) + sum(lc.tile_vectors for lc in info
+                                if lc.tile_vectors and users[lc.tile_base] > 1)
+
+    def _home_in_dram(self, b: Buffer, layer: Layer, heaps: dict, balance: PortBalance) -> None:
+        """Home ``b`` in the DRAM port :class:`PortBalance` picks (DRAM0 when DRAM1 is full)."""
+        port = balance.choose(b)
+        at = heaps[port].alloc(b.vectors)
+        if at is None and port == "dram1":
+            port, at = "dram0", heaps["dram0"].alloc(b.vectors)
+        if at is None:
+            top = heaps["dram0"].top + b.vectors
+            raise CompileError(
+                f"{self.source}: layer {layer.name!r}: the intermediate tensors need {top} "
+                f"vectors of DRAM0 at this point, the architecture has "
+                f"{heaps['dram0'].limit} usable")
+        b.home = (port, at)
+        balance.add(port, b)
 
     def _local_slot(self, b: Buffer, li: int, last: int, residents, base: int,
                     limit: int) -> int | None:

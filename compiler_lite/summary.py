@@ -2,11 +2,11 @@
 estimated cycle count.
 
 The cycle estimate is a model, not a measurement: the compute unit takes one cycle per vector
-(MatMul, LoadWeights push, SIMD, moves between local memory and the accumulators), the DRAM
-unit as many cycles per vector as the board's AXI port takes beats to carry it (vector bits /
-AXI width; the width is ``compile_model``'s ``axi_width``, by default the board's), and the
-two overlap within a layer. Cycle counts that
-matter come from the cycle-accurate simulators (``python -m sim.run``).
+(MatMul, LoadWeights push, SIMD, moves between local memory and the accumulators), each DRAM
+port as many cycles per vector as the board's AXI port takes beats to carry it (vector bits /
+AXI width; the width is ``compile_model``'s ``axi_width``, by default the board's), the two
+ports at once (sharing local port B), and compute and DRAM overlap within a layer. Cycle
+counts that matter come from the cycle-accurate simulators (``python -m sim.run``).
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ RULE = "-" * 94
 #: ops whose constant inputs are model parameters (counted as "true consts")
 PARAM_OPS = {"Conv", "Gemm", "MatMul", "BatchNormalization", "PRelu", "Add", "Sub", "Mul", "Div",
              "Concat", "Max", "Min"}
-DRAM_KINDS = {DataMoveKind.DRAM0_TO_LOCAL, DataMoveKind.LOCAL_TO_DRAM0,
-              DataMoveKind.DRAM1_TO_LOCAL, DataMoveKind.LOCAL_TO_DRAM1}
+DRAM1_KINDS = {DataMoveKind.DRAM1_TO_LOCAL, DataMoveKind.LOCAL_TO_DRAM1}
+DRAM_KINDS = {DataMoveKind.DRAM0_TO_LOCAL, DataMoveKind.LOCAL_TO_DRAM0, *DRAM1_KINDS}
 #: acc→local moves, which the compute unit's accumulator drain runs beside the sequencer
 DRAIN_KINDS = {DataMoveKind.ACC_TO_LOCAL, DataMoveKind.ACC_TO_LOCAL_RELU}
 
@@ -41,7 +41,9 @@ SWITCH_TO_READ = 1
 
 def estimate(instrs, arch, beats: int = 1) -> tuple[int, int]:
     """(compute-unit cycles, DRAM-unit cycles) of a run of instructions, ``beats`` DRAM
-    cycles per vector moved.
+    cycles per vector moved on each port. The two ports run at once and share local port B
+    (a vector a cycle), so the DRAM unit takes the longer port's beats or all the vectors,
+    whichever is more.
 
     The compute unit issues one vector per cycle (MatMul, local→acc moves, LoadLUT) or one
     SIMD instruction; its weight loader pushes LoadWeights beside it, and its accumulator
@@ -50,7 +52,8 @@ def estimate(instrs, arch, beats: int = 1) -> tuple[int, int]:
     reached the loader (behind at most :data:`COMPUTE_LOOKAHEAD` instructions still to
     run), so a switching MatMul waits for the pushes that the work still ahead of it did
     not cover."""
-    compute = dram = drained = 0
+    compute = drained = 0
+    ports = [0, 0]                          # vectors moved on DRAM0, DRAM1
     pushes = cover = 0
     recent: list[int] = []                  # slot work of the latest instructions since a switch
     lut = lut_vectors(arch.lut_depth, arch.array_size)
@@ -69,7 +72,7 @@ def estimate(instrs, arch, beats: int = 1) -> tuple[int, int]:
             work = ins.size + 1
         elif isinstance(ins, DataMove):
             if ins.kind in DRAM_KINDS:
-                dram += (ins.size + 1) * beats
+                ports[ins.kind in DRAM1_KINDS] += ins.size + 1
                 continue
             if ins.kind in DRAIN_KINDS:
                 drained = max(drained, compute) + ins.size + 1
@@ -86,7 +89,7 @@ def estimate(instrs, arch, beats: int = 1) -> tuple[int, int]:
             cover += work
         else:
             recent.append(work)
-    return max(compute, drained), dram
+    return max(compute, drained), max(max(ports) * beats, sum(ports))
 
 
 def true_consts(graph) -> int:
@@ -188,6 +191,10 @@ def compiler_summary(c) -> str:
             ("MAC efficiency (%)", f"{f['mac_efficiency']:.3f}"),
             ("Memory strategy", c.strategy),
             ("AXI data width of the estimate (bits)", c.axi_width)]
+    start, end = c.plan.dram1_scratch
+    if end > start:
+        rows.append(("Vars in DRAM1 above the consts (vectors, from vector)",
+                     f"{end - start:,} {start:,}"))
     rows.append(("Saturated consts (scalars)", f"{f['saturated_consts']:,}"))
     for s in c.layers:
         if s.saturated:

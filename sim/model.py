@@ -18,8 +18,8 @@ from tcu_hw import numeric
 from tcu_hw.artifacts import TModel, format_csv, read_csv, read_tdata, read_tmodel, write_csv
 from tcu_hw.errors import ArtifactError
 from tcu_hw.files import check_writable
-from tcu_hw.isa import (DataMove, DataMoveKind, Instruction, MatMul, flush_probe,
-                        read_program)
+from tcu_hw.isa import (DataMove, DataMoveKind, Instruction, MatMul, address_run, clog2,
+                        flush_probe, read_program)
 
 from .emulator import Emulator, Event, Stats
 
@@ -63,6 +63,21 @@ def consts_images(model: TModel) -> list[tuple[int, np.ndarray]]:
                                 f"says {c.size}")
         out.append((c.base, raw))
     return out
+
+
+def dram1_extent(model: TModel) -> int:
+    """Vectors of DRAM1 a run of ``model`` uses: its constants and every vector its program
+    moves to or from DRAM1 (the compiler homes some intermediate buffers above the
+    constants, :mod:`compiler_lite.ports`). A host that gives the TCU less DRAM1 than this
+    would have the program write past it."""
+    top = max([c.base + c.size for c in model.consts] + [0])
+    bits = clog2(model.arch.dram1_depth)
+    for ins in load_program(model):
+        if isinstance(ins, DataMove) and ins.kind in (DataMoveKind.DRAM1_TO_LOCAL,
+                                                       DataMoveKind.LOCAL_TO_DRAM1):
+            top = max(top, address_run(ins.other_address, ins.other_stride, ins.size,
+                                       bits).highest + 1)
+    return top
 
 
 def input_raw(model: TModel, name: str, values, raw: bool = False, runs: int = 1

@@ -28,7 +28,7 @@ from tcu_hw.arch import Architecture
 from tcu_hw.errors import TcuError
 from tcu_hw.isa import DRAM_OFFSET_SHIFT, ConfigRegister, Configure
 
-from .model import consts_images, gather, host_program, place, probe_pattern
+from .model import consts_images, dram1_extent, gather, host_program, place, probe_pattern
 
 ALIGN = 1 << DRAM_OFFSET_SHIFT      # a DRAM offset register counts 64 KiB units
 
@@ -106,9 +106,10 @@ class PynqBackend:
         return numeric.decode_vectors(blob, self.arch.dtype, self.arch.array_size)
 
     def load(self, model) -> None:
-        """Copy the model's constants to DRAM1 and prepare its instruction stream."""
+        """Copy the model's constants to DRAM1 (a region as large as the program uses,
+        :func:`sim.model.dram1_extent`) and prepare its instruction stream."""
         images = consts_images(model)
-        size = max([base + len(raw) for base, raw in images] + [1])
+        size = max(dram1_extent(model), 1)      # the constants and the program's scratch
         if self.dram1 is not None:
             self.dram1.free()
         self.dram1 = _Region(self.pynq, size * self.vb)

@@ -20,9 +20,10 @@ The two DRAMs are separate memories, so the channels run at once: a load of weig
 DRAM1 and a load of inputs from DRAM0 arrive together. A move enters its channel only when
 its local range does not overlap (with a writer among the two) a move still in the other
 channel, so moves on different ports only reorder when they touch different local words;
-and a store (local → DRAM) enters its channel only once the other port's stores have
-landed in their memory (``DramPort.writes_done``), so the host's flush probe (a DRAM0
-store, TCU.md §7) completes only after every earlier store on either port.
+and a DRAM0 store (local → DRAM) enters its channel only once DRAM1's stores have landed in
+their memory (``DramPort.writes_done``), so the host's flush probe (a DRAM0 store, TCU.md
+§7) completes only after every earlier store on either port; a DRAM1 store runs beside
+DRAM0's (a layer storing its output to one port and a copy to the other).
 Within a channel moves run in program order. A move with DRAM stride code 0 is one transfer
 of size+1 vectors (split in two only where the vector address wraps around the DRAM's
 address width); a strided move is size+1 one-vector transfers. The request generator runs
@@ -87,13 +88,14 @@ def favor(wants: list, urgent: list, name: str) -> list:
     return [wants[0] & ~g1, g1]
 
 
-def _must_wait(new, entries, struct) -> WireVector:
+def _must_wait(new, entries, struct, stores: bool) -> WireVector:
     """``new`` (a record) must wait for the other channel's valid ``entries``: their local
-    ranges overlap and one writes, or both are stores (local → DRAM)."""
+    ranges overlap and one writes, or (with ``stores``) both are stores (local → DRAM)."""
     hit = Const(0, 1)
     for entry in entries:
         e = struct.unpack(entry.record)
-        hit = hit | (entry.valid & (local_conflict(new, e) | (~new.to_local & ~e.to_local)))
+        both = (~new.to_local & ~e.to_local) if stores else Const(0, 1)
+        hit = hit | (entry.valid & (local_conflict(new, e) | both))
     return hit
 
 
@@ -306,7 +308,7 @@ class DramEngine:
         moves: :class:`~tcu_hw.blocks.stream.Stream` sink of
             :func:`~tcu_hw.blocks.decoder.dram_struct` records (DataMoves); ``ready`` also
             waits while the move's local range conflicts with a move of the other port, or
-            while it is a store and the other port still has one.
+            while it is a DRAM0 store and DRAM1 still has one.
         dram0, dram1: :class:`~tcu_hw.blocks.stream.DramPort` (core side; ``ports`` = both):
             ``req.addr`` has max(Dk, 1) bits (the layout's DRAMk address width),
             ``req.len`` the hardware size width, data n·W.
@@ -360,12 +362,13 @@ class DramEngine:
         # ------------------------------------------------------------------ moves in
         new = self.moves.payload
         to1 = new.port
-        # a store also waits until the other port's stores have landed, so that the host's
-        # flush probe (a DRAM0 store) completes only after every earlier store on DRAM1
+        # a DRAM0 store also waits until DRAM1's stores have landed, so that the host's
+        # flush probe (a DRAM0 store) completes only after every earlier store on DRAM1;
+        # a DRAM1 store runs beside DRAM0's (a layer storing to both ports)
         store = ~new.to_local
         cross = named(pyrtl.select(
-            to1, _must_wait(new, ch[0].entries, rec) | (store & ~ch[0].writes_settled),
-            _must_wait(new, ch[1].entries, rec) | (store & ~ch[1].writes_settled)),
+            to1, _must_wait(new, ch[0].entries, rec, stores=False),
+            _must_wait(new, ch[1].entries, rec, stores=True) | (store & ~ch[1].writes_settled)),
             f"{name}_cross_wait")
         for k, c in enumerate(ch):
             mine = to1 if k else ~to1

@@ -230,6 +230,24 @@ def test_both_dram_ports_load_at_once():
     assert both <= alone + 10
 
 
+def test_stores_to_both_ports_run_at_once_and_dram0_waits_for_dram1():
+    """A layer's output stored to DRAM0 and its copy to DRAM1 (compiler_lite.ports) go out
+    together: with each DRAM at half the rate of port B, the pair takes about as long as one
+    (241 cycles against 207 alone; 412 when a DRAM1 store waited for DRAM0's too).
+    A DRAM0 store after a DRAM1 store waits until the DRAM1 store has landed (the host's
+    flush probe is a DRAM0 store), so that order takes the two one after the other."""
+    arch = THROUGHPUT_ARCH
+    n = arch.array_size
+    out = DataMove(K.LOCAL_TO_DRAM0, 0, 0, 0, 0, 99)
+    copy = DataMove(K.LOCAL_TO_DRAM1, 200, 0, 0, 0, 99)
+    rng = np.random.default_rng(5)
+    images = Images(local={0: rng.integers(-300, 300, (1024, n))})
+    slow = DramTiming(latency=20, cycles_per_vector=2)
+    alone = _cycles(arch, [out], images, timing=slow)
+    assert _cycles(arch, [out, copy], images, timing=slow) < alone + alone // 4
+    assert _cycles(arch, [copy, out], images, timing=slow) >= 2 * 2 * 100
+
+
 def test_dram_write_waits_for_compute_reads():
     """A fast DRAM load into the range a long MatMul is still reading must wait (WAR), and a
     compute read of a range a DRAM load is still writing must wait (RAW)."""
