@@ -21,8 +21,7 @@ RULE = "-" * 94
 #: ops whose constant inputs are model parameters (counted as "true consts")
 PARAM_OPS = {"Conv", "Gemm", "MatMul", "BatchNormalization", "PRelu", "Add", "Sub", "Mul", "Div",
              "Concat", "Max", "Min"}
-DRAM1_KINDS = {DataMoveKind.DRAM1_TO_LOCAL, DataMoveKind.LOCAL_TO_DRAM1}
-DRAM_KINDS = {DataMoveKind.DRAM0_TO_LOCAL, DataMoveKind.LOCAL_TO_DRAM0, *DRAM1_KINDS}
+DRAM_KINDS = {k for k in DataMoveKind if k.memory != "acc"}
 #: acc→local moves, which the compute unit's accumulator drain runs beside the sequencer
 DRAIN_KINDS = {DataMoveKind.ACC_TO_LOCAL, DataMoveKind.ACC_TO_LOCAL_RELU}
 
@@ -72,7 +71,7 @@ def estimate(instrs, arch, beats: int = 1) -> tuple[int, int]:
             work = ins.size + 1
         elif isinstance(ins, DataMove):
             if ins.kind in DRAM_KINDS:
-                ports[ins.kind in DRAM1_KINDS] += ins.size + 1
+                ports[ins.kind.memory == "dram1"] += ins.size + 1
                 continue
             if ins.kind in DRAIN_KINDS:
                 drained = max(drained, compute) + ins.size + 1

@@ -73,8 +73,7 @@ def dram1_extent(model: TModel) -> int:
     top = max([c.base + c.size for c in model.consts] + [0])
     bits = clog2(model.arch.dram1_depth)
     for ins in load_program(model):
-        if isinstance(ins, DataMove) and ins.kind in (DataMoveKind.DRAM1_TO_LOCAL,
-                                                       DataMoveKind.LOCAL_TO_DRAM1):
+        if isinstance(ins, DataMove) and ins.kind.memory == "dram1":
             top = max(top, address_run(ins.other_address, ins.other_stride, ins.size,
                                        bits).highest + 1)
     return top
