@@ -150,13 +150,16 @@ class PartitionView:
 
 
 def folded_relu(layer: Layer) -> Simd | None:
-    """The layer's last step when it is a ReLU over every vector of its output: the store
-    applies it instead (acc→local moves of kind 0x4, docs/isa_extensions.md), so it costs
-    no SIMD instruction."""
+    """The layer's last step when it is a ReLU over every vector of its output that holds
+    elements (a frame's channel blocks padded up to a power of two hold none and are never
+    read): the store applies it instead (acc→local moves of kind 0x4,
+    docs/isa_extensions.md), so it costs no SIMD instruction."""
     s = layer.steps[-1] if layer.steps else None
-    if isinstance(s, Simd) and s.is_relu and s.buf is layer.out and \
-            len(s.o) == layer.out.vectors and \
-            np.array_equal(np.sort(s.o), np.arange(layer.out.vectors)):
+    if not (isinstance(s, Simd) and s.is_relu and s.buf is layer.out):
+        return None
+    F, o = layer.out, np.sort(s.o)
+    if np.array_equal(o, np.arange(F.vectors)) or \
+            (F.extent is not None and np.array_equal(o, np.flatnonzero(F.extent))):
         return s
     return None
 
