@@ -149,18 +149,22 @@ class PartitionView:
         return out
 
 
-def folded_relu(layer: Layer) -> Simd | None:
+def folded_relu(layer: Layer, order: np.ndarray | None = None) -> Simd | None:
     """The layer's last step when it is a ReLU over every vector of its output that holds
     elements (a frame's channel blocks padded up to a power of two hold none and are never
     read): the store applies it instead (acc→local moves of kind 0x4,
-    docs/isa_extensions.md), so it costs no SIMD instruction."""
+    docs/isa_extensions.md), so it costs no SIMD instruction. ``order``: the output vector
+    at each accumulator position of a layer in channel groups (the steps' positions)."""
     s = layer.steps[-1] if layer.steps else None
     if not (isinstance(s, Simd) and s.is_relu and s.buf is layer.out):
         return None
     F, o = layer.out, np.sort(s.o)
-    if np.array_equal(o, np.arange(F.vectors)) or \
-            (F.extent is not None and np.array_equal(o, np.flatnonzero(F.extent))):
+    if np.array_equal(o, np.arange(F.vectors)):
         return s
+    if F.extent is not None:
+        used = F.extent > 0 if order is None else F.extent[order] > 0
+        if np.array_equal(o, np.flatnonzero(used)):
+            return s
     return None
 
 
@@ -460,7 +464,7 @@ class Emitter:
             base += hi - lo
         stage = {buf: areas[job.slot(p)] for buf, areas in job.arena.stage.items()}
         view = PartitionView(R, job.spans_of(R), acc_at, stage, self.space)
-        relu = folded_relu(job.layer)
+        relu = folded_relu(job.layer, job.order)
         late = trailing_saves(job.layer, relu)
         for k, s in enumerate(job.layer.steps):
             self._feed()

@@ -36,7 +36,7 @@ def residual_model():
 def compiled(monkeypatch=None):
     """The model on 12 lanes, or (``monkeypatch``) with the ReLU left to SIMD instructions."""
     if monkeypatch is not None:
-        monkeypatch.setattr(emit, "folded_relu", lambda layer: None)
+        monkeypatch.setattr(emit, "folded_relu", lambda layer, order=None: None)
     return compile_model(residual_model(), ARCH, strategy="local-isolated")
 
 
@@ -63,3 +63,19 @@ def test_the_same_outputs_as_simd_relus(monkeypatch):
 def test_the_rectifying_store_on_the_core():
     from .test_hardware import check
     check(compiled(), {"x": rand((1, C, H, H), 4)})
+
+
+def test_a_layer_in_channel_groups_stores_rectified_too():
+    """256 channels on 12 lanes (22 blocks a pixel, framed as 32) in channel groups: the
+    ReLU's vectors are the groups' accumulator positions of the blocks that hold channels;
+    the store still rectifies, with the outputs of the program without groups."""
+    from .test_groups import compiled as with_groups, wide_conv
+    from .helpers import small_arch
+    m, feeds = wide_conv((1, 32, 8, 8), 256)
+    arch = small_arch(array_size=12, local_depth=4096, accumulator_depth=512)
+    c, plain = with_groups(m, arch, True), with_groups(m, arch, False)
+    wide = next(st for st in c.layers if st.groups > 1)
+    assert "SIMD" not in wide.by_kind
+    got, want = run_emulator(c, feeds), run_emulator(plain, feeds)
+    for name in ("y", "r"):
+        np.testing.assert_array_equal(got.raw[name], want.raw[name], err_msg=name)
