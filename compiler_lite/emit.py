@@ -197,6 +197,9 @@ class Emitter:
         self.source = source
         self.out: list = []
         self.stores: list = []                  # the partition's DRAM1 stores, held back
+        self.acc_draining = (0, 0)              # the last partition's accumulators [lo, hi)
+        self.clock = self.clocked = 0           # _now(): estimated time, instructions seen
+        self.port_free = [0, 0]                 # when DRAM0, DRAM1 are done (estimated)
         self.stats: list[LayerStats] = []
         self.max_count = 1 << self.layout.op2_addr_bits
         self.s0 = arch.stride0_depth
@@ -216,8 +219,19 @@ class Emitter:
         raise CompileError(f"{self.source}: layer {layer.name!r} "
                            f"(nodes {', '.join(layer.nodes)}): {message}")
 
+    def _now(self) -> int:
+        """The compute time of the instructions emitted so far, by the estimate."""
+        if len(self.out) > self.clocked:
+            self.clock += estimate(self.out[self.clocked:], self.arch, self.beats)[0]
+            self.clocked = len(self.out)
+        return self.clock
+
     def move(self, kind, local, other, count, c0=0, c1=0) -> None:
         """DataMove(s) of ``count`` vectors starting at (local, other) with stride codes."""
+        if self.plan.consts_mirror is not None and kind.memory != "acc":
+            # when each DRAM port will be done (load_consts splits by it)
+            port = kind.memory == "dram1"
+            self.port_free[port] = max(self.port_free[port], self._now()) + count * self.beats
         step0, step1 = 1 << c0, 1 << c1
         done = 0
         while done < count:
@@ -225,6 +239,21 @@ class Emitter:
             self.out.append(DataMove(kind, local + done * step0, c0, other + done * step1,
                                      c1, k - 1))
             done += k
+
+    def load_consts(self, local: int, offset: int, count: int) -> None:
+        """``count`` vectors of the constants image from ``offset`` into local memory from
+        ``local`` on: from DRAM1, or with a copy of the image in DRAM0 (consts ports
+        "both") the first part from there and the rest from DRAM1, split so that both
+        ports end together by the estimate of when each is done (:meth:`move`)."""
+        mirror = self.plan.consts_mirror
+        half = 0
+        if mirror is not None:
+            now = self._now()
+            lead = max(self.port_free[1], now) - max(self.port_free[0], now)
+            half = int(np.clip(round((lead / self.beats + count) / 2), 0, count))
+        if half:
+            self.move(DataMoveKind.DRAM0_TO_LOCAL, local, mirror + offset, half)
+        self.move(DataMoveKind.DRAM1_TO_LOCAL, local + half, offset + half, count - half)
 
     def moves(self, kind, local: np.ndarray, other: np.ndarray) -> None:
         """Vector-by-vector moves rolled up into runs."""
@@ -287,9 +316,10 @@ class Emitter:
         st.partitions = len(part.bounds)
         ring_live = self.ring and li not in self.barriers
         st.local_used = self.arch.local_depth - 1 if ring_live else arena.top
-        st.acc_used = part.need.acc + (part.need.acc - part.acc_consts) * part.acc_double
+        part = self._place_accumulators(part)
+        st.acc_used = part.acc_offset + part.acc_span
         st.stages = max(1, -(-lc.tile_vectors // arena.chunk)) if arena.chunk else 1
-        self._prologue(lc, part.mode, arena, st)
+        self._prologue(lc, part, arena, st)
         self._feed()
         self.current_tile = None
         job = LayerJob(cut.layer, lc, part, arena, cut.acc_bufs, cut.ranges_of, cut.spans_of,
@@ -386,7 +416,7 @@ class Emitter:
                     runs.append([local, dram, n])
             st.dram_vectors += b.size
         for local, dram, n in runs:
-            self.move(DataMoveKind.DRAM1_TO_LOCAL, local, dram, n)
+            self.load_consts(local, dram, n)
 
     def _feed(self) -> None:
         """Compute time passes by the instructions emitted since the last call; the ring's
@@ -414,17 +444,29 @@ class Emitter:
                     out.append(buf)
         return out
 
-    def _prologue(self, lc: LayerConsts, mode: str, arena: Arena, st: LayerStats) -> None:
+    def _place_accumulators(self, part: Partitioning) -> Partitioning:
+        """``part`` with its accumulators after the area the previous layer's last
+        partition drains, when they overlap it and fit there: that drain (its acc→local
+        moves) is still running when this layer's first MatMuls would overwrite it."""
+        lo, hi = self.acc_draining
+        if lo < hi and lo < part.acc_span and hi + part.acc_span <= self.arch.accumulator_depth:
+            part = replace(part, acc_offset=hi)
+        last = part.acc_base(max(len(part.bounds) - 1, 0))
+        self.acc_draining = (last, last + part.need.acc - part.acc_consts)
+        return part
+
+    def _prologue(self, lc: LayerConsts, part: Partitioning, arena: Arena,
+                  st: LayerStats) -> None:
         """Constants into local memory (from DRAM1) and the accumulators; resident tiles."""
-        to_local = self.plan.consts_to_local
+        to_local, mode = self.plan.consts_to_local, part.mode
         block = lc.simd_local + lc.lut_vectors if mode != "held" else 0
         if block and not to_local:
-            self.move(DataMoveKind.DRAM1_TO_LOCAL, arena.consts, lc.base, block)
+            self.load_consts(arena.consts, lc.base, block)
         for d in range(lc.simd_digits if lc.simd_count else 0):
             kind = DataMoveKind.LOCAL_TO_ACC_SHIFT if d else DataMoveKind.LOCAL_TO_ACC
-            self.move(kind, arena.consts + d * lc.simd_count, 0, lc.simd_count)
+            self.move(kind, arena.consts + d * lc.simd_count, part.acc_offset, lc.simd_count)
         if mode == "all" and lc.tile_vectors:       # ("held": in the ring already)
-            self.move(DataMoveKind.DRAM1_TO_LOCAL, arena.tiles, lc.tile_base, lc.tile_vectors)
+            self.load_consts(arena.tiles, lc.tile_base, lc.tile_vectors)
         loaded = 0 if to_local else block + (lc.tile_vectors if mode == "all" else 0)
         st.dram_vectors += loaded
         if self.prefetch is not None and loaded:
@@ -566,7 +608,7 @@ class Emitter:
     def _load_chunk(self, job: LayerJob, refs: list, chunks: list, c: int) -> None:
         """DRAM1 → local load of streamed chunk ``c`` (see :func:`tile_chunks`)."""
         first, _, size = chunks[c]
-        self.move(DataMoveKind.DRAM1_TO_LOCAL, self._chunk_base(job, c), refs[first].offset, size)
+        self.load_consts(self._chunk_base(job, c), refs[first].offset, size)
         job.stats.dram_vectors += size
 
     def _emit_linear(self, job: LayerJob, k: int, s: Linear, view: PartitionView) -> None:
@@ -743,7 +785,8 @@ class Emitter:
                     self.out.append(LoadLUT(job.arena.consts + off + t * per, 0, t))
             else:
                 _, reg, key = item
-                self.out.append(SIMD(Op.MOVE, 0, 0, reg, read_address=lc.simd[key],
+                self.out.append(SIMD(Op.MOVE, 0, 0, reg,
+                                     read_address=job.part.acc_offset + lc.simd[key],
                                      read=True))
 
     def _emit_simd(self, s: Simd, view: PartitionView, job: LayerJob) -> None:

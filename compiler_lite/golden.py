@@ -38,6 +38,7 @@ def run_emulator(c: Compiled, inputs: Mapping[str, np.ndarray], strict: bool = T
                  ) -> GoldenRun:
     """Run ``c`` on :class:`sim.emulator.Emulator` with ``inputs`` (model layout, float)."""
     from sim.emulator import Emulator
+    from sim.model import write_images
     n = c.arch.array_size
     dt = c.arch.dtype
     names = [t.name for t in c.inputs]
@@ -48,8 +49,7 @@ def run_emulator(c: Compiled, inputs: Mapping[str, np.ndarray], strict: bool = T
                            + (f", missing {missing}" if missing else "")
                            + (f", unknown {extra}" if extra else ""))
     emu = Emulator(c.arch, strict=strict)
-    if len(c.consts):
-        (emu.write_local if c.consts_to_local else emu.write_dram1)(0, c.consts)
+    write_images(emu, c.host_images())
     sats = 0
     for t in c.inputs:
         vec = t.to_vectors(np.asarray(inputs[t.name], dtype=np.float64), n)

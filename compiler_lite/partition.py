@@ -199,15 +199,22 @@ class Partitioning:
     chunk: int = 0                      # > 0: the source loads in chunks of this many vectors
     acc_double: bool = False            # two accumulator areas, partitions alternating
     acc_consts: int = 0                 # accumulator vectors of the layer's constants
+    acc_offset: int = 0                 # accumulator vector of the constants (then areas)
 
     @property
     def bounds(self) -> list[tuple[int, int]]:
         return self.need.bounds
 
+    @property
+    def acc_span(self) -> int:
+        """Accumulator vectors the layer uses: its constants and one or two areas."""
+        return self.need.acc + (self.need.acc - self.acc_consts) * self.acc_double
+
     def acc_base(self, p: int) -> int:
         """First accumulator vector of partition ``p``'s outputs (after the constants)."""
         area = self.need.acc - self.acc_consts
-        return self.acc_consts + (p % 2) * area if self.acc_double else self.acc_consts
+        first = self.acc_offset + self.acc_consts
+        return first + (p % 2) * area if self.acc_double else first
 
 
 class PartitionSearch:

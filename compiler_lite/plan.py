@@ -32,6 +32,19 @@ from .kernels import Layer, Linear, Load, Simd
 from .ports import Heap, PortBalance, buffer_traffic
 
 STRATEGIES = ("local-isolated", "local-vars", "local-consts", "local-vars-and-consts")
+#: Where constants are loaded from: DRAM1 (Tensil's), or both ports, from DRAM1 and a copy
+#: the host also writes into DRAM0 (``dram0_consts`` in the .tmodel).
+CONSTS_PORTS = ("dram1", "both")
+
+
+def add_consts_ports(parser) -> None:
+    """The ``--consts-ports`` option of the commands that compile (compiler_lite,
+    sim.check, the bench)."""
+    parser.add_argument(
+        "--consts-ports", choices=CONSTS_PORTS, default="dram1",
+        help="dram1: constants load from DRAM1, as Tensil's driver stages them (default); "
+             "both: the host also writes them into DRAM0 (the .tmodel's dram0_consts) and "
+             "the compiler splits its constants loads over both ports (docs/tensil.md)")
 
 
 def sources_of(layer: Layer) -> list[np.ndarray]:
@@ -165,6 +178,7 @@ class MemoryPlan:
     dram0_aggregate: int = 0                        # vectors of all DRAM0 buffers
     tile_users: Counter = field(default_factory=Counter)    # tile block → layers using it
     dram1_scratch: tuple = (0, 0)   # DRAM1 vectors of intermediate buffers [start, end)
+    consts_mirror: int | None = None    # DRAM0 vector of the constants' copy (CONSTS_PORTS)
 
     def own_tiles(self, lc: LayerConsts, dram1_depth: int) -> bool:
         """Give layer constants ``lc`` a copy of their tile block, appended to the image,
@@ -189,10 +203,13 @@ class MemoryPlan:
 
 class Planner:
     def __init__(self, arch, space: Space, layers: list[Layer], strategy: str,
-                 source: str = "model") -> None:
+                 source: str = "model", consts_ports: str = "dram1") -> None:
         if strategy not in STRATEGIES:
             raise CompileError(f"strategy {strategy!r} is unknown; allowed: "
                                + ", ".join(STRATEGIES))
+        if consts_ports not in CONSTS_PORTS:
+            raise CompileError(f"consts_ports {consts_ports!r} is unknown; allowed: "
+                               + ", ".join(CONSTS_PORTS))
         self.arch = arch
         self.n = arch.array_size
         self.space = space
@@ -201,6 +218,12 @@ class Planner:
         self.source = source
         self.local_vars = strategy in ("local-vars", "local-vars-and-consts")
         self.consts_to_local = strategy in ("local-consts", "local-vars-and-consts")
+        if consts_ports == "both" and self.consts_to_local:
+            raise CompileError(f"{source}: consts_ports 'both' (--consts-ports both) loads "
+                               f"constants from DRAM0 and DRAM1; "
+                               f"strategy {strategy} keeps them in local memory: choose "
+                               f"local-isolated or local-vars")
+        self.mirror = consts_ports == "both"
 
     # ------------------------------------------------------------------------ lifetimes
 
@@ -416,11 +439,20 @@ class Planner:
                                f"DRAM0, the architecture has {limit} usable (dram0_depth "
                                f"{A.dram0_depth} minus the two flush-probe vectors)")
         users = Counter(lc.tile_base for lc in info if lc.tile_vectors)
+        consts_room = self._scratch_base(image, info, users)
+        mirror = None
+        if self.mirror and len(image):
+            mirror, at = at, at + consts_room
+            if at > limit:
+                raise CompileError(f"{self.source}: consts_ports both: the inputs, outputs "
+                                   f"and the constants' copy need {at} vectors of DRAM0, the "
+                                   f"architecture has {limit} usable (dram0_depth "
+                                   f"{A.dram0_depth} minus the two flush-probe vectors)")
         if not self.consts_to_local:
             for li, lc in enumerate(info):
-                balance.add_layer("dram1", li, lc.simd_local + lc.lut_vectors + lc.tile_vectors)
-        heaps = {"dram0": Heap(at, limit), "dram1": Heap(self._scratch_base(image, info, users),
-                                                         A.dram1_depth)}
+                balance.add_consts(li, lc.simd_local + lc.lut_vectors + lc.tile_vectors,
+                                   mirror is not None)
+        heaps = {"dram0": Heap(at, limit), "dram1": Heap(consts_room, A.dram1_depth)}
         local_base = len(image) if self.consts_to_local else 0
         local_limit = A.local_depth - 1
         local_top = [local_base] * len(self.layers)
@@ -450,7 +482,8 @@ class Planner:
             lc.shared_tiles = lc.tile_vectors > 0 and users[lc.tile_base] > 1
         d1 = heaps["dram1"]
         return MemoryPlan(image, info, heaps["dram0"].top, local_top, self.consts_to_local,
-                          saturated, aggregate, users, dram1_scratch=(d1.base, d1.top))
+                          saturated, aggregate, users, dram1_scratch=(d1.base, d1.top),
+                          consts_mirror=mirror)
 
     def _scratch_base(self, image: np.ndarray, info: list[LayerConsts], users: Counter) -> int:
         """First DRAM1 vector of the intermediate buffers: after the constants and the room

@@ -62,8 +62,12 @@ class PortBalance:
         for li, vectors in self.traffic.get(id(b), {}).items():
             self.load[port][li] += vectors
 
-    def add_layer(self, port: str, li: int, vectors: int) -> None:
-        self.load[port][li] += vectors
+    def add_consts(self, li: int, vectors: int, split: bool) -> None:
+        """Count layer ``li``'s constants: on DRAM1, or half on each port when ``split``
+        (a copy of the constants in DRAM0, :data:`compiler_lite.plan.CONSTS_PORTS`)."""
+        half = vectors // 2 if split else 0
+        self.load["dram0"][li] += half
+        self.load["dram1"][li] += vectors - half
 
     def busiest(self, port: str, b: Buffer) -> int:
         """The most vectors a layer ``b`` touches would move on ``port`` with ``b`` there."""

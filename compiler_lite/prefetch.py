@@ -196,7 +196,9 @@ def _overlap(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> bool:
 
 class Prefetcher:
     """When to issue the ring's loads: a model of time (the compiler's compute estimate)
-    and of DRAM1 (``beats`` cycles per vector, moves in order)."""
+    and of DRAM1 (``beats`` cycles per vector, moves in order). (With the constants on
+    both ports, :meth:`compiler_lite.emit.Emitter.load_consts`, a load ends sooner than
+    this says; pacing by the split measured slower: the next load then queues late.)"""
 
     def __init__(self, blocks: dict[int, Block], beats: int) -> None:
         self.queue = deque(sorted(blocks.values(), key=lambda b: b.layer))

@@ -48,7 +48,7 @@ from tcu_hw import numeric
 from tcu_hw.isa import DRAM_OFFSET_SHIFT, ConfigRegister, Configure
 
 from .cocotb_run import CONFIG_ENV, RunConfig, dram_addresses
-from .model import consts_images, dram_image, emulate, gather, host_program, place, probe_pattern
+from .model import dram_image, emulate, gather, host_images, host_program, probe_pattern
 
 #: (valid, ready) of every AXI4 channel: a handshake on any of them is progress
 HANDSHAKES = (("awvalid", "awready"), ("wvalid", "wready"), ("bvalid", "bready"),
@@ -157,11 +157,9 @@ async def run_model(dut):
                                                           **reset_kw))]
 
     # --------------------------------------------------------------- what a host does
-    dram0 = {}
-    for name in model.input_names:
-        dram0.update(place(model, name, np.asarray(raw_inputs[name])))
+    dram0, dram1, _ = host_images(model, raw_inputs, consts_to_local=False)
     rams[0].write(a0, bytes(dram_image(arch, arch.dram0_depth, dram0)))
-    rams[0].write(a1, bytes(dram_image(arch, arch.dram1_depth, dict(consts_images(model)))))
+    rams[0].write(a1, bytes(dram_image(arch, arch.dram1_depth, dram1)))
     pattern = probe_pattern(arch)
     probe_src, probe_dst = a0 + (arch.dram0_depth - 1) * vb, a0 + (arch.dram0_depth - 2) * vb
     rams[0].write(probe_src, pattern)

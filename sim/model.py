@@ -53,16 +53,38 @@ def array_macs(model: TModel) -> int:
                        if isinstance(ins, MatMul) and not ins.zeroes)
 
 
-def consts_images(model: TModel) -> list[tuple[int, np.ndarray]]:
-    """(base, raw vectors) of every constants entry."""
+def consts_images(model: TModel, key: str = "consts") -> list[tuple[int, np.ndarray]]:
+    """(base, raw vectors) of every entry of ``model.<key>``: ``consts`` (DRAM1, or local
+    memory for ``load_consts_to_local``) or ``dram0_consts`` (their copies in DRAM0)."""
     out = []
-    for c in model.consts:
+    for c in getattr(model, key):
         raw = read_tdata(model.path(c.file_name), model.arch)
         if len(raw) != c.size:
             raise ArtifactError(f"{model.path(c.file_name)}: {len(raw)} vectors, the model "
                                 f"says {c.size}")
         out.append((c.base, raw))
     return out
+
+
+def host_images(model: TModel, raw_inputs: Mapping[str, np.ndarray] | None = None,
+                consts_to_local: bool | None = None) -> tuple[dict, dict, dict]:
+    """(DRAM0, DRAM1, local) images a host writes before a run of ``model`` (see
+    :func:`memory_images`); the inputs' runs when ``raw_inputs`` are given."""
+    inputs = {}
+    for name in (model.input_names if raw_inputs is not None else ()):
+        inputs.update(place(model, name, np.asarray(raw_inputs[name])))
+    return memory_images(consts_images(model), consts_images(model, "dram0_consts"), inputs,
+                         model.consts_to_local if consts_to_local is None else consts_to_local)
+
+
+def memory_images(consts, dram0_consts, inputs, to_local: bool) -> tuple[dict, dict, dict]:
+    """(DRAM0, DRAM1, local) images, {vector base: raw vectors}: the ``inputs`` and the
+    constants' copies ``dram0_consts`` in DRAM0; the constants ``consts`` ((base, raw)
+    pairs) in DRAM1, or in local memory when ``to_local``."""
+    dram0 = dict(dram0_consts)
+    dram0.update(inputs)
+    consts = {base: raw for base, raw in consts if len(raw)}
+    return dram0, {} if to_local else consts, consts if to_local else {}
 
 
 def dram1_extent(model: TModel) -> int:
@@ -172,13 +194,15 @@ class ModelResult:
 
 
 def prepare(emu: Emulator, model: TModel, consts_to_local: bool | None = None) -> None:
-    """Load the model's constants into DRAM1 (or local memory)."""
-    local = model.consts_to_local if consts_to_local is None else consts_to_local
-    for base, raw in consts_images(model):
-        if local:
-            emu.write_local(base, raw)
-        else:
-            emu.write_dram1(base, raw)
+    """Load the model's constants into DRAM1 (or local memory), and their copies in DRAM0."""
+    write_images(emu, host_images(model, None, consts_to_local))
+
+
+def write_images(emu: Emulator, images: tuple[dict, dict, dict]) -> None:
+    """Write (DRAM0, DRAM1, local) images ({vector base: raw vectors}) into ``emu``."""
+    for write, image in zip((emu.write_dram0, emu.write_dram1, emu.write_local), images):
+        for base, raw in image.items():
+            write(base, raw)
 
 
 def emulate(model, inputs: Mapping[str, object], raw: bool = False,

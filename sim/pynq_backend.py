@@ -28,7 +28,7 @@ from tcu_hw.arch import Architecture
 from tcu_hw.errors import TcuError
 from tcu_hw.isa import DRAM_OFFSET_SHIFT, ConfigRegister, Configure
 
-from .model import consts_images, dram1_extent, gather, host_program, place, probe_pattern
+from .model import dram1_extent, gather, host_images, host_program, place, probe_pattern
 
 ALIGN = 1 << DRAM_OFFSET_SHIFT      # a DRAM offset register counts 64 KiB units
 
@@ -107,15 +107,17 @@ class PynqBackend:
 
     def load(self, model) -> None:
         """Copy the model's constants to DRAM1 (a region as large as the program uses,
-        :func:`sim.model.dram1_extent`) and prepare its instruction stream."""
-        images = consts_images(model)
+        :func:`sim.model.dram1_extent`) and their copies to DRAM0, and prepare its
+        instruction stream."""
+        dram0, dram1, _ = host_images(model, None, consts_to_local=False)
         size = max(dram1_extent(model), 1)      # the constants and the program's scratch
         if self.dram1 is not None:
             self.dram1.free()
         self.dram1 = _Region(self.pynq, size * self.vb)
-        for base, raw in images:
-            self._vectors(self.dram1, base, raw)
-        self.dram1.flush()
+        for region, images in ((self.dram0, dram0), (self.dram1, dram1)):
+            for base, raw in images.items():
+                self._vectors(region, base, raw)
+            region.flush()
         lay = self.arch.layout
         head = [Configure(ConfigRegister.DRAM0_OFFSET, self.dram0.address >> DRAM_OFFSET_SHIFT),
                 Configure(ConfigRegister.DRAM1_OFFSET, self.dram1.address >> DRAM_OFFSET_SHIFT),

@@ -413,17 +413,11 @@ class PyrtlCore:
                   ) -> tuple[dict, RunResult]:
         """Run a `.tmodel` with raw inputs ({name: (vectors, n)}), ``head`` before its
         program; returns (outputs, result). ``window``, ``on_trace``: see :meth:`run`."""
-        from .model import consts_images, gather, load_model, load_program, place
+        from .model import gather, host_images, load_model, load_program
         model = load_model(model)
-        local = model.consts_to_local if consts_to_local is None else consts_to_local
-        dram0 = {}
-        for name in model.input_names:
-            dram0.update(dict(place(model, name, np.asarray(inputs[name]))))
-        images = dict(consts_images(model))
-        result = self.run(list(head) + list(load_program(model)), dram0=dram0,
-                          dram1={} if local else images,
-                          local=images if local else {}, timing=timing, window=window,
-                          on_trace=on_trace)
+        dram0, dram1, local = host_images(model, inputs, consts_to_local)
+        result = self.run(list(head) + list(load_program(model)), dram0=dram0, dram1=dram1,
+                          local=local, timing=timing, window=window, on_trace=on_trace)
         outputs = {name: gather(model, name, self.read_dram0) for name in model.output_names}
         return outputs, result
 
@@ -451,9 +445,7 @@ def run_compiled(compiled, feeds: Mapping[str, np.ndarray], timing: DramTiming =
     program = list(head) + list(compiled.program)
     core = cached_core(arch, options, program_bits=max(17, program_bits_for(len(program))))
     n = arch.array_size
-    dram0 = {t.base: t.encode(feeds[t.name], arch.dtype, n)[0] for t in compiled.inputs}
-    images = {0: compiled.consts} if len(compiled.consts) else {}
-    to_local = compiled.consts_to_local
-    res = core.run(program, dram0=dram0, dram1={} if to_local else images,
-                   local=images if to_local else {}, timing=timing, marks=marks)
+    dram0, dram1, local = compiled.host_images(
+        {t.name: t.encode(feeds[t.name], arch.dtype, n)[0] for t in compiled.inputs})
+    res = core.run(program, dram0=dram0, dram1=dram1, local=local, timing=timing, marks=marks)
     return core, res

@@ -321,17 +321,14 @@ class VerilatorTop:
         ``trace_pcs``: a waveform (see :meth:`run`) of the model program's instructions
         ``trace_pcs`` (the pcs of its assembly listing: the DataMoves before it are
         counted in)."""
-        from .model import consts_images, gather, host_program, load_model, load_program, place
+        from .model import gather, host_images, host_program, load_model, load_program
         model = load_model(model)
-        dram0 = {}
-        for name in model.input_names:
-            dram0.update(dict(place(model, name, np.asarray(inputs[name]))))
-        images = dict(consts_images(model))
+        dram0, dram1, _ = host_images(model, inputs, consts_to_local=False)
         program = host_program(model, probe=False)
         if trace_pcs is not None:
             head = len(program) - len(load_program(model))
             trace_pcs = (trace_pcs[0] + head, trace_pcs[1] + head)
-        result = self.run(program, dram0=dram0, dram1=images, timing=timing,
+        result = self.run(program, dram0=dram0, dram1=dram1, timing=timing,
                           trace_path=trace_path, trace_pcs=trace_pcs)
         outputs = {name: gather(model, name, self.read_dram0) for name in model.output_names}
         return outputs, result

@@ -255,6 +255,9 @@ class TModel:
 
     ``load_consts_to_local`` is None when the file has no such key (older Tensil releases);
     :attr:`consts_to_local` reads that as False. ``directory`` is where file names resolve.
+    ``dram0_consts``: copies of constants the host also writes into DRAM0 (our extension,
+    key ``dram0_consts``, written only when there are some: a program compiled with
+    ``--consts-ports both`` splits its constants loads over both ports).
     """
 
     name: str
@@ -265,6 +268,7 @@ class TModel:
     arch: Architecture
     load_consts_to_local: bool | None = False
     directory: Path = field(default=Path("."), compare=False)
+    dram0_consts: tuple[ConstsEntry, ...] = ()
 
     @property
     def consts_to_local(self) -> bool:
@@ -300,18 +304,23 @@ class TModel:
     def to_dict(self) -> dict:
         d = {"name": self.name,
              "prog": {"file_name": self.prog.file_name, "size": self.prog.size},
-             "consts": [{"file_name": c.file_name, "base": c.base, "size": c.size}
-                        for c in self.consts],
+             "consts": _consts_dicts(self.consts),
              "inputs": [{"name": e.name, "base": e.base, "size": e.size} for e in self.inputs],
              "outputs": [{"name": e.name, "base": e.base, "size": e.size} for e in self.outputs],
              "arch": self.arch.to_dict()}
         if self.load_consts_to_local is not None:
             d["load_consts_to_local"] = bool(self.load_consts_to_local)
+        if self.dram0_consts:
+            d["dram0_consts"] = _consts_dicts(self.dram0_consts)
         return d
 
     def to_json(self) -> str:
         """Compact JSON with the keys in Tensil's order."""
         return json.dumps(self.to_dict(), separators=(",", ":"))
+
+
+def _consts_dicts(entries) -> list[dict]:
+    return [{"file_name": c.file_name, "base": c.base, "size": c.size} for c in entries]
 
 
 class _Reader:
@@ -345,7 +354,8 @@ class _Reader:
         return v
 
 
-TMODEL_KEYS = ("name", "prog", "consts", "inputs", "outputs", "arch", "load_consts_to_local")
+TMODEL_KEYS = ("name", "prog", "consts", "inputs", "outputs", "arch", "load_consts_to_local",
+               "dram0_consts")
 
 
 def tmodel_from_dict(d: dict, source: str = "tmodel", directory: Path = Path(".")) -> TModel:
@@ -359,10 +369,8 @@ def tmodel_from_dict(d: dict, source: str = "tmodel", directory: Path = Path("."
     name = r.get(d, "name", str, "")
     p = r.get(d, "prog", dict, "")
     prog = ProgEntry(r.get(p, "file_name", str, "prog"), r.get(p, "size", int, "prog"))
-    consts = tuple(ConstsEntry(r.get(c, "file_name", str, f"consts[{i}]"),
-                               r.get(c, "base", int, f"consts[{i}]"),
-                               r.get(c, "size", int, f"consts[{i}]"))
-                   for i, c in enumerate(r.get(d, "consts", list, "")))
+    consts = _consts_entries(r, d, "consts")
+    dram0_consts = _consts_entries(r, d, "dram0_consts") if "dram0_consts" in d else ()
     tensors = {}
     for group in ("inputs", "outputs"):
         tensors[group] = tuple(TensorEntry(r.get(e, "name", str, f"{group}[{i}]"),
@@ -375,7 +383,14 @@ def tmodel_from_dict(d: dict, source: str = "tmodel", directory: Path = Path("."
         raise ArtifactError(str(e)) from None
     lctl = r.get(d, "load_consts_to_local", bool, "") if "load_consts_to_local" in d else None
     return TModel(name, prog, consts, tensors["inputs"], tensors["outputs"], arch, lctl,
-                  Path(directory))
+                  Path(directory), dram0_consts)
+
+
+def _consts_entries(r: _Reader, d: dict, key: str) -> tuple[ConstsEntry, ...]:
+    return tuple(ConstsEntry(r.get(c, "file_name", str, f"{key}[{i}]"),
+                             r.get(c, "base", int, f"{key}[{i}]"),
+                             r.get(c, "size", int, f"{key}[{i}]"))
+                 for i, c in enumerate(r.get(d, key, list, "")))
 
 
 def check_tmodel(model: TModel, source: str = "tmodel") -> None:
@@ -398,25 +413,41 @@ def check_tmodel(model: TModel, source: str = "tmodel") -> None:
         raise ArtifactError(f"{source}: program {model.prog.file_name} has {size} bytes, not a "
                             f"multiple of the {layout.instruction_bytes}-byte instructions of "
                             f"its architecture")
+    if model.dram0_consts and model.consts_to_local:
+        raise ArtifactError(f"{source}: dram0_consts: copies of constants in DRAM0 are for "
+                            f"programs that load constants from DRAM; this model has "
+                            f"load_consts_to_local true")
     depth = arch.local_depth if model.consts_to_local else arch.dram1_depth
     where = "local memory" if model.consts_to_local else "DRAM1"
-    for i, c in enumerate(model.consts):
-        path = file(c.file_name, f"consts[{i}]")
-        expected = c.size * arch.vector_bytes
+    _check_consts(model, "consts", depth, where, file, source)
+    _check_consts(model, "dram0_consts", arch.dram0_depth - 2, "DRAM0 (less the two "
+                  "flush-probe vectors)", file, source)
+    tensors = [(f"{group}[{i}] {e.name!r}", e) for group in ("inputs", "outputs")
+               for i, e in enumerate(getattr(model, group))]
+    for what, e in tensors:
+        if e.base + e.size > arch.dram0_depth:
+            raise ArtifactError(f"{source}: {what} (base {e.base}, {e.size} vectors) does "
+                                f"not fit DRAM0 ({arch.dram0_depth} vectors)")
+        for i, c in enumerate(model.dram0_consts):
+            if e.base < c.base + c.size and c.base < e.base + e.size:
+                raise ArtifactError(f"{source}: {what} (vectors {e.base}..{e.base + e.size - 1}"
+                                    f") overlaps dram0_consts[{i}] (vectors {c.base}.."
+                                    f"{c.base + c.size - 1})")
+
+
+def _check_consts(model: TModel, key: str, depth: int, where: str, file, source: str) -> None:
+    """Each entry of ``model.<key>``: its file holds ``size`` vectors, which fit ``depth``."""
+    vb = model.arch.vector_bytes
+    for i, c in enumerate(getattr(model, key)):
+        path = file(c.file_name, f"{key}[{i}]")
+        expected = c.size * vb
         got = path.stat().st_size
         if got != expected:
-            raise ArtifactError(f"{source}: consts[{i}] says {c.size} vectors ({expected} bytes "
-                                f"of {arch.vector_bytes}-byte vectors) but {c.file_name} has "
-                                f"{got} bytes")
+            raise ArtifactError(f"{source}: {key}[{i}] says {c.size} vectors ({expected} bytes "
+                                f"of {vb}-byte vectors) but {c.file_name} has {got} bytes")
         if c.base + c.size > depth:
-            raise ArtifactError(f"{source}: consts[{i}] (base {c.base}, {c.size} vectors) does "
+            raise ArtifactError(f"{source}: {key}[{i}] (base {c.base}, {c.size} vectors) does "
                                 f"not fit {where} ({depth} vectors)")
-    for group in ("inputs", "outputs"):
-        for i, e in enumerate(getattr(model, group)):
-            if e.base + e.size > arch.dram0_depth:
-                raise ArtifactError(f"{source}: {group}[{i}] {e.name!r} (base {e.base}, "
-                                    f"{e.size} vectors) does not fit DRAM0 "
-                                    f"({arch.dram0_depth} vectors)")
 
 
 def read_tmodel(path, check_files: bool = True) -> TModel:

@@ -86,8 +86,20 @@ def test_the_balance_picks_the_less_busy_port_and_dram0_on_a_tie():
     assert bal.choose(a) == "dram0"                     # both idle: a tie
     bal.add("dram0", a)
     assert bal.choose(b) == "dram1"                     # layer 1 has a's 100 on DRAM0
-    bal.add_layer("dram1", 2, 500)                      # layer 2's weights
+    bal.add_consts(2, 500, split=False)                 # layer 2's weights
     assert bal.choose(b) == "dram0"
+
+
+def test_split_constants_count_half_on_each_port():
+    """With a copy of the constants in DRAM0 (consts ports "both") the balance counts half
+    of a layer's constants on each port, so a buffer goes where that leaves less."""
+    b = Buffer("b", 100, 0)
+    bal = ports.PortBalance(2, {id(b): {1: 100}})
+    bal.add_consts(1, 501, split=True)
+    assert (bal.load["dram0"][1], bal.load["dram1"][1]) == (250, 251)
+    assert bal.choose(b) == "dram0"
+    bal.add("dram0", b)
+    assert bal.load["dram0"][1] == 350
 
 
 def test_the_heap_reuses_freed_runs_and_refuses_past_its_limit():

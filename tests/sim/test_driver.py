@@ -222,8 +222,10 @@ def test_pynq_backend_against_a_stand_in_board(monkeypatch, tmp_path):
     m = make_model([helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
                     helper.make_node("Relu", ["c"], ["y"])],
                    {"x": (1, 3, 6, 6)}, ["y"], {"w": rand((5, 3, 3, 3), 1, 0.3)})
-    for strategy in ("local-vars", "local-vars-and-consts"):
-        c = compile_model(m, "cmoda7", model_file="small.onnx", strategy=strategy)
+    for strategy, ports in (("local-vars", "dram1"), ("local-vars-and-consts", "dram1"),
+                            ("local-isolated", "both")):       # (both: the DRAM0 copy too)
+        c = compile_model(m, "cmoda7", model_file="small.onnx", strategy=strategy,
+                          consts_ports=ports)
         c.write(tmp_path / strategy)
         board = FakeBoard(c.arch)
         fake = types.SimpleNamespace(allocate=FakeBoard.allocate, Overlay=None)

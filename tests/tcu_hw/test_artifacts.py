@@ -74,6 +74,19 @@ def test_tmodel_dict_round_trip(entries, lctl, board):
     assert tmodel_from_dict(d) == model
 
 
+def test_a_copy_of_the_constants_in_dram0_round_trips(speech_dir, tmp_path):
+    """``dram0_consts`` (our extension: the host also writes the constants there) is read,
+    written last, and left out when empty, so Tensil's files read and write identically."""
+    path = _speech_copy(speech_dir, tmp_path)
+    copy = {"file_name": f"{SPEECH}.tdata", "base": 20000, "size": 93937}
+    _edit(path, dram0_consts=[copy])
+    model = read_tmodel(path)
+    assert model.dram0_consts == (ConstsEntry(f"{SPEECH}.tdata", 20000, 93937),)
+    d = json.loads(model.to_json())
+    assert list(d)[-1] == "dram0_consts" and d["dram0_consts"] == [copy]
+    assert tmodel_from_dict(d, directory=tmp_path) == model
+
+
 def _speech_copy(speech_dir, tmp_path):
     for suffix in ("tmodel", "tprog", "tdata"):
         shutil.copy(speech_dir / f"{SPEECH}.{suffix}", tmp_path)
@@ -107,6 +120,15 @@ def _edit(path, **changes):
     ({"extra": 1}, "extra: unknown key"),
     ({"arch__array_size": 1}, "key 'array_size' = 1 is out of range"),
     ({"inputs__0__base": 131070}, "does not fit DRAM0"),
+    ({"dram0_consts": {}}, "dram0_consts: expected a list"),
+    ({"dram0_consts": [{"file_name": f"{SPEECH}.tdata", "base": 20000, "size": 10}]},
+     "dram0_consts[0] says 10 vectors"),
+    ({"dram0_consts": [{"file_name": f"{SPEECH}.tdata", "base": 100000, "size": 93937}]},
+     "dram0_consts[0] (base 100000, 93937 vectors) does not fit DRAM0"),
+    ({"dram0_consts": [{"file_name": f"{SPEECH}.tdata", "base": 100, "size": 93937}]},
+     "inputs[0] 'input_1' (vectors 0..15995) overlaps dram0_consts[0] (vectors 100..94036)"),
+    ({"dram0_consts": [{"file_name": f"{SPEECH}.tdata", "base": 20000, "size": 93937}],
+      "load_consts_to_local": True}, "this model has load_consts_to_local true"),
 ])
 def test_tmodel_errors(speech_dir, tmp_path, changes, message):
     path = _speech_copy(speech_dir, tmp_path)
