@@ -70,6 +70,10 @@ def host_images(model: TModel, raw_inputs: Mapping[str, np.ndarray] | None = Non
                 consts_to_local: bool | None = None) -> tuple[dict, dict, dict]:
     """(DRAM0, DRAM1, local) images a host writes before a run of ``model`` (see
     :func:`memory_images`); the inputs' runs when ``raw_inputs`` are given."""
+    if consts_to_local and model.dram0_consts:
+        raise ArtifactError(f"model {model.name!r} loads its constants from DRAM0 and DRAM1 "
+                            f"(dram0_consts: compiled with --consts-ports both); it cannot "
+                            f"run with them in local memory (--local-consts)")
     inputs = {}
     for name in (model.input_names if raw_inputs is not None else ()):
         inputs.update(place(model, name, np.asarray(raw_inputs[name])))

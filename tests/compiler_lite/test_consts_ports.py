@@ -16,7 +16,7 @@ from compiler_lite.golden import run_emulator
 from sim.model import emulate
 from tcu_hw.arch import preset
 from tcu_hw.artifacts import ConstsEntry, read_tmodel
-from tcu_hw.errors import CompileError
+from tcu_hw.errors import ArtifactError, CompileError
 from tcu_hw.isa import DataMove, DataMoveKind as K, MatMul
 
 from ..conftest import requires_gcc, requires_verilator
@@ -67,6 +67,9 @@ def test_the_manifest_carries_the_copy_and_the_files_run(tmp_path):
     gold = run_emulator(c, {"x": rand((1, C, H, H), 6)}).raw["y"]
     np.testing.assert_array_equal(got, gold)
     assert "dram0_consts" not in compiled("dram1").tmodel().to_json()
+    with pytest.raises(ArtifactError, match=r"cannot run with them in local memory "
+                                            r"\(--local-consts\)"):
+        emulate(model, {t.name: raw}, raw=True, consts_to_local=True)
 
 
 @requires_gcc
