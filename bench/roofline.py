@@ -45,7 +45,7 @@ SHARED = ROOT.parent / "shared"
 sys.path.insert(0, str(ROOT))
 
 from compiler_lite.compile import compile_model  # noqa: E402
-from compiler_lite.plan import add_consts_ports  # noqa: E402
+from compiler_lite.plan import add_port_options  # noqa: E402
 from compiler_lite.summary import figures  # noqa: E402
 from compiler_lite.unfold import INPUT_LAYOUTS  # noqa: E402
 from sim.profile import layer_rows, plot_profile, profile  # noqa: E402
@@ -79,7 +79,7 @@ def main() -> None:
     p.add_argument("--input-layout", choices=INPUT_LAYOUTS, default="pixels",
                    help="how the host stores the inputs (default pixels, Tensil's; unfolded: "
                         "the stem's kernel taps in the channels, as bench/report.py measures)")
-    add_consts_ports(p)
+    add_port_options(p)
     p.add_argument("--plot", metavar="FILE", help="write the split as a PNG/SVG bar chart")
     p.add_argument("--json", metavar="OUT.json", help="write the rows as JSON")
     args = p.parse_args()
@@ -88,7 +88,8 @@ def main() -> None:
         outs = ["dense/BiasAdd:0"]
     t = time.perf_counter()
     c = compile_model(args.model, args.arch, outputs=outs, input_layout=args.input_layout,
-                      consts_ports=args.consts_ports)
+                      consts_ports=args.consts_ports,
+                      input_ports=args.input_ports)
     print(f"compiled {Path(args.model).name} for {args.arch} in {time.perf_counter() - t:.1f} "
           f"s: {len(c.program):,} instructions, {len(c.layers)} layers", flush=True)
     rng = np.random.default_rng(0)

@@ -45,6 +45,7 @@ sys.path.insert(0, str(HERE))
 import networks  # noqa: E402
 
 from compiler_lite.compile import compile_model  # noqa: E402
+from compiler_lite.plan import add_port_options  # noqa: E402
 from compiler_lite.unfold import INPUT_LAYOUTS  # noqa: E402
 from compiler_lite.summary import figures, mac_utilization  # noqa: E402
 from sim.driver import Driver  # noqa: E402
@@ -107,7 +108,8 @@ def measure(row: str, key: str, args) -> dict:
     arch, board = board_arch(key), BOARDS[key]
     t = time.perf_counter()
     c = compile_model(model, arch, outputs=outputs, axi_width=board.axi,
-                      input_layout=args.input_layout)
+                      input_layout=args.input_layout, consts_ports=args.consts_ports,
+                      input_ports=args.input_ports)
     seconds = time.perf_counter() - t
     f = figures(c)
     out = {"network": row, "size": size, "board": board.name, "array": board.array,
@@ -148,11 +150,12 @@ def run(c, args) -> dict:
     return out
 
 
-def print_table(rows: list[dict], backend: str, latency: int, layout: str) -> None:
+def print_table(rows: list[dict], backend: str, latency: int, layout: str,
+                ports: str = "") -> None:
     where = "compiler estimate" if backend == "estimate" else \
         f"{backend}, DRAM read latency {latency}"
     print(f"Tensil's benchmark networks, cycles on our hardware ({where}; each board's AXI "
-          f"width; inputs {layout})")
+          f"width; inputs {layout}{ports})")
     head = f"{'network':<18}{'size':>5} {'board':<12}{'array':>6}{'AXI':>5}{'cycles':>13}" \
            f"{'MAC floor':>12}{'util':>7}{'ms':>9}{'Tensil ms':>10}{'faster':>8}"
     print(head)
@@ -194,6 +197,7 @@ def main(argv=None) -> int:
     p.add_argument("--input-layout", choices=INPUT_LAYOUTS, default="unfolded",
                    help="how the host stores the input image (default unfolded: the stem's "
                         "kernel taps in the channels; pixels: Tensil's, a pixel per vector)")
+    add_port_options(p)
     p.add_argument("--json", help="also write the rows here")
     args = p.parse_args(argv)
     if args.check and args.backend == "estimate":
@@ -216,7 +220,10 @@ def main(argv=None) -> int:
                 rows.append({"network": row, "board": BOARDS[key].name, "error": str(e)})
             except TcuError as e:               # the simulator itself: nothing to measure
                 raise SystemExit(f"{row} on {BOARDS[key].name}: {e}") from None
-    print_table(rows, args.backend, args.latency, args.input_layout)
+    ports = "".join(f"; {what} on both ports" for what, value in
+                    (("constants", args.consts_ports), ("inputs", args.input_ports))
+                    if value == "both")
+    print_table(rows, args.backend, args.latency, args.input_layout, ports)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
     return 0 if all(r.get("bit_exact", True) and "error" not in r for r in rows) else 1

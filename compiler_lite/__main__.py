@@ -21,7 +21,7 @@ from tcu_hw.progress import Progress
 
 from .compile import RESIZE_MODES, compile_model
 from .frontend import parse_input_shapes
-from .plan import STRATEGIES, add_consts_ports
+from .plan import STRATEGIES, add_port_options
 from .quantize import KINDS
 from .unfold import add_input_layout
 
@@ -53,7 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="onnx: Resize follows the model's opset semantics (default); tensil: "
                         "linear Resize always uses half-pixel centres, as Tensil's compiler")
     add_input_layout(p)
-    add_consts_ports(p)
+    add_port_options(p)
     p.add_argument("--tasm", action="store_true", help="also write an assembly listing")
     add_inputs(p, "IN.npz", "inputs (arrays keyed by input name, in the model's layout): "
                "write the expected outputs computed by the golden emulator to "
@@ -95,7 +95,8 @@ def _compile(args, out, progress) -> int:
                           strategy=args.strategy, resize_mode=args.resize_mode,
                           model_file=args.model, progress=progress,
                           axi_width=args.axi_data_width, input_layout=args.input_layout,
-                          consts_ports=args.consts_ports)
+                          consts_ports=args.consts_ports,
+                          input_ports=args.input_ports)
     for note in c.graph.assumed_dims:
         print(f"note: {note}", file=sys.stderr)
     files = c.files(asm=args.tasm)

@@ -26,7 +26,7 @@ from tcu_hw.files import write_all_atomic
 from .emit import Emitter, LayerStats
 from .frontend import Graph, load_graph
 from .lower import Lowering, check_graph
-from .plan import CONSTS_PORTS, STRATEGIES, MemoryPlan, Planner
+from .plan import CONSTS_PORTS, INPUT_PORTS, STRATEGIES, MemoryPlan, Planner
 from .prescale import prescale
 from .quant import integer_graph, is_quantized
 from .unfold import INPUT_LAYOUTS, unfold_inputs
@@ -72,10 +72,12 @@ class Compiled:
         mirror = self.plan.consts_mirror
         copies = tuple(ConstsEntry(c.file_name, mirror, c.size) for c in consts) \
             if mirror is not None else ()
-        return TModel(self.name, ProgEntry(f"{self.name}.tprog", prog_bytes), consts,
-                      tuple(TensorEntry(t.name, t.base, t.vectors) for t in self.inputs),
+        inputs = tuple(TensorEntry(t.name, t.base, t.vectors) for t in self.inputs)
+        return TModel(self.name, ProgEntry(f"{self.name}.tprog", prog_bytes), consts, inputs,
                       tuple(TensorEntry(t.name, t.base, t.vectors) for t in self.outputs),
-                      self.arch, self.consts_to_local, directory, copies)
+                      self.arch, self.consts_to_local, directory, copies,
+                      tuple(TensorEntry(t.name, self.plan.input_mirror[t.name], t.vectors)
+                            for t in self.inputs if t.name in self.plan.input_mirror))
 
     def host_images(self, raw_inputs: Mapping[str, np.ndarray] | None = None
                     ) -> tuple[dict, dict, dict]:
@@ -85,9 +87,12 @@ class Compiled:
         from sim.model import memory_images
         consts = [(0, self.consts)]
         mirror = self.plan.consts_mirror
-        inputs = {t.base: raw_inputs[t.name] for t in self.inputs} if raw_inputs else {}
+        given = self.inputs if raw_inputs else []
+        inputs = {t.base: raw_inputs[t.name] for t in given}
         copies = [] if mirror is None else [(mirror, self.consts)]
-        return memory_images(consts, copies, inputs, self.consts_to_local)
+        input_copies = {self.plan.input_mirror[t.name]: raw_inputs[t.name] for t in given
+                        if t.name in self.plan.input_mirror}
+        return memory_images(consts, copies, inputs, self.consts_to_local, input_copies)
 
     def program_bytes(self) -> bytes:
         return self.arch.layout.encode_program(self.program)
@@ -132,20 +137,26 @@ def write_all(target, files: dict[str, bytes]) -> list[Path]:
 def compile_model(model, arch, outputs=None, input_shapes=None, strategy: str = "local-vars",
                   resize_mode: str = "onnx", model_file: str | None = None,
                   progress=None, axi_width: int | None = None,
-                  input_layout: str = "pixels", consts_ports: str = "dram1") -> Compiled:
+                  input_layout: str = "pixels", consts_ports: str = "dram1",
+                  input_ports: str = "dram0") -> Compiled:
     """Compile an ONNX model (path or ModelProto) for an architecture (path, preset name or
     :class:`Architecture`); ``axi_width``: the board's memory port in bits, for the cycle
     estimate (default :func:`tcu_hw.arch.board_axi_width`); ``input_layout``: "pixels"
     (Tensil's: a pixel per vector) or "unfolded" (an input read by a convolution of few
     channels is stored with its kernel taps in the channels, :mod:`compiler_lite.unfold`);
     ``consts_ports``: "dram1" (Tensil's) or "both" (the host also writes the constants into
-    DRAM0, and the constants loads are split over both ports, :data:`.plan.CONSTS_PORTS`)."""
+    DRAM0, and the constants loads are split over both ports, :data:`.plan.CONSTS_PORTS`);
+    ``input_ports``: "dram0" (Tensil's) or "both" (the host also writes the inputs into
+    DRAM1, and their loads are split over both ports, :data:`.plan.INPUT_PORTS`)."""
     t0 = time.perf_counter()
     if strategy not in STRATEGIES:
         raise CompileError(f"strategy {strategy!r} is unknown; allowed: {', '.join(STRATEGIES)}")
     if consts_ports not in CONSTS_PORTS:
         raise CompileError(f"consts_ports (--consts-ports) {consts_ports!r} is unknown; "
                            f"allowed: {', '.join(CONSTS_PORTS)}")
+    if input_ports not in INPUT_PORTS:
+        raise CompileError(f"input_ports (--input-ports) {input_ports!r} is unknown; "
+                           f"allowed: {', '.join(INPUT_PORTS)}")
     if input_layout not in INPUT_LAYOUTS:
         raise CompileError(f"input layout {input_layout!r} is unknown; allowed: "
                            + ", ".join(INPUT_LAYOUTS))
@@ -183,7 +194,7 @@ def compile_model(model, arch, outputs=None, input_shapes=None, strategy: str = 
     low.run()
     say(f"planning memory for {len(low.layers)} layers")
     planner = Planner(arch, low.space, low.layers, strategy, source=file_name,
-                      consts_ports=consts_ports)
+                      consts_ports=consts_ports, input_ports=input_ports)
     plan = planner.place()
     say("emitting instructions")
     em = Emitter(arch, low.space, low.layers, plan, source=file_name,

@@ -25,7 +25,10 @@ stores put the vectors back in place.
 Within a partition (:meth:`Emitter.emit_partition`) the producer's terms are emitted tile by
 tile (one LoadWeights, then its MatMuls rolled up into strided runs), then each in-place step
 (a Save stores the partition's output vectors as they are at that point), then the store;
-the DRAM1 stores go last, after DRAM0's (:meth:`Emitter._flush_stores`).
+the DRAM1 stores go last, after DRAM0's (:meth:`Emitter._flush_stores`). The last
+partition's copies into local memory that nothing reads soon (a residual block's raw sum
+beside the rectified one the next layer reads) move after the next layer's instructions
+(:meth:`Emitter._defer_late`).
 
 ::
 
@@ -47,6 +50,7 @@ from tcu_hw.errors import CompileError
 from tcu_hw.isa import (SIMD, DataMove, DataMoveKind, LoadLUT, LoadWeights, MatMul,
                         SimdOp as Op)
 
+from .defer import defer
 from .groups import choose_groups, group_units, grouped, regroup_tiles
 from .ir import Buffer, Space, distinct, first_indices
 from .kernels import (ACCUMULATE, ANY, OVERWRITE, Layer, Linear, Load, Reduce, Save, Simd,
@@ -198,6 +202,7 @@ class Emitter:
         self.out: list = []
         self.stores: list = []                  # the partition's DRAM1 stores, held back
         self.acc_draining = (0, 0)              # the last partition's accumulators [lo, hi)
+        self.late = None                        # the last layer's trailing copies [lo, hi)
         self.clock = self.clocked = 0           # _now(): estimated time, instructions seen
         self.port_free = [0, 0]                 # when DRAM0, DRAM1 are done (estimated)
         self.stats: list[LayerStats] = []
@@ -228,8 +233,9 @@ class Emitter:
 
     def move(self, kind, local, other, count, c0=0, c1=0) -> None:
         """DataMove(s) of ``count`` vectors starting at (local, other) with stride codes."""
-        if self.plan.consts_mirror is not None and kind.memory != "acc":
-            # when each DRAM port will be done (load_consts splits by it)
+        if (self.plan.consts_mirror is not None or self.plan.input_mirror) and \
+                kind.memory != "acc":
+            # when each DRAM port will be done (_dram0_share splits by it)
             port = kind.memory == "dram1"
             self.port_free[port] = max(self.port_free[port], self._now()) + count * self.beats
         step0, step1 = 1 << c0, 1 << c1
@@ -244,16 +250,20 @@ class Emitter:
         """``count`` vectors of the constants image from ``offset`` into local memory from
         ``local`` on: from DRAM1, or with a copy of the image in DRAM0 (consts ports
         "both") the first part from there and the rest from DRAM1, split so that both
-        ports end together by the estimate of when each is done (:meth:`move`)."""
+        ports end together by the estimate of when each is done (:meth:`_dram0_share`)."""
         mirror = self.plan.consts_mirror
-        half = 0
-        if mirror is not None:
-            now = self._now()
-            lead = max(self.port_free[1], now) - max(self.port_free[0], now)
-            half = int(np.clip(round((lead / self.beats + count) / 2), 0, count))
+        half = 0 if mirror is None else self._dram0_share(count)
         if half:
             self.move(DataMoveKind.DRAM0_TO_LOCAL, local, mirror + offset, half)
         self.move(DataMoveKind.DRAM1_TO_LOCAL, local + half, offset + half, count - half)
+
+    def _dram0_share(self, count: int) -> int:
+        """How many of ``count`` vectors that both DRAM ports hold to load from DRAM0 (the
+        first ones; the rest from DRAM1) so that both ports end together, by the estimate
+        of when each is done (:meth:`move`)."""
+        now = self._now()
+        lead = max(self.port_free[1], now) - max(self.port_free[0], now)
+        return int(np.clip(round((lead / self.beats + count) / 2), 0, count))
 
     def moves(self, kind, local: np.ndarray, other: np.ndarray) -> None:
         """Vector-by-vector moves rolled up into runs."""
@@ -270,7 +280,10 @@ class Emitter:
             st = LayerStats(layer.name, layer.nodes, macs=layer.macs)
             self.stats.append(st)
             self.li, self.st = li, st
+            late, self.late = self.late, None
             self.emit_layer(li, layer, st)
+            if late is not None:
+                start = self._defer_late(late, start)
             st.instructions = len(self.out) - start
             st.by_kind.update(Counter(map(attrgetter("name"), self.out[start:])))
             compute, dram = estimate(self.out[start:], self.arch, self.beats)
@@ -479,9 +492,19 @@ class Emitter:
             self._load_stage(buf, stg, job.arena.stage[buf][job.slot(p)], job.stats)
 
     def _load_stage(self, buf: Buffer, stg: Stage, base: int, stats: LayerStats) -> None:
-        """DRAM → local load of ``stg`` of staged source ``buf`` to local ``base`` on."""
+        """DRAM → local load of ``stg`` of staged source ``buf`` to local ``base`` on (an
+        input with a copy in DRAM1, input ports "both": from both ports)."""
         kind = KIND_IN[buf.home[0]]
-        if stg.needed is None:
+        copy = self.plan.input_mirror.get(buf.name) if buf.role == "input" else None
+        if copy is not None:
+            vec = np.arange(stg.lo, stg.hi) if stg.needed is None else stg.needed
+            local = base + np.arange(len(vec))
+            half = self._dram0_share(len(vec))
+            for kind, at, part in ((kind, buf.home[1], slice(0, half)),
+                                   (DataMoveKind.DRAM1_TO_LOCAL, copy, slice(half, None))):
+                if len(vec[part]):
+                    self.moves(kind, local[part], at + vec[part])
+        elif stg.needed is None:
             self.move(kind, base, buf.home[1] + stg.lo, stg.hi - stg.lo)
         else:
             self.moves(kind, base + np.arange(len(stg.needed)), buf.home[1] + stg.needed)
@@ -528,9 +551,31 @@ class Emitter:
                 self._store(job, p, acc_at[job.layer.out] + a, s.to)
         self._store(job, p, acc_at[job.layer.out] + a, job.layer.out,
                     DataMoveKind.ACC_TO_LOCAL_RELU if relu else DataMoveKind.ACC_TO_LOCAL)
+        first_late = len(self.out)
         for s in late:                          # copies after the output the next layer reads
             self._store(job, p, acc_at[job.layer.out] + a, s.to)
+        last_late = len(self.out)
         self._flush_stores()
+        if p == len(job.part.bounds) - 1 and len(self.out) == last_late > first_late and \
+                all(s.to.home[0] == "local" for s in late):
+            self.late = (first_late, last_late)     # (moved later: _defer_late)
+
+    def _defer_late(self, late: tuple[int, int], start: int) -> int:
+        """Move the previous layer's trailing copies to local memory (``late``: the
+        instructions just before this layer's, which start at ``start``) past this layer's
+        instructions, up to the first one that touches what they read or write
+        (:mod:`compiler_lite.defer`): the output this layer reads then drains alone, not
+        sharing the accumulators' read port with them. Returns where this layer's
+        instructions now start."""
+        lo, hi = late
+        block = self.out[lo:hi]
+        if hi != start or not defer(self.out, lo, hi, len(self.out)):
+            return start
+        prev = self.stats[-2]
+        prev.instructions -= hi - lo
+        for name, count in Counter(map(attrgetter("name"), block)).items():
+            prev.by_kind[name] -= count
+        return lo
 
     def _flush_stores(self) -> None:
         """The partition's DRAM1 stores, held back until its DRAM0 stores are out: a DRAM0

@@ -35,16 +35,24 @@ STRATEGIES = ("local-isolated", "local-vars", "local-consts", "local-vars-and-co
 #: Where constants are loaded from: DRAM1 (Tensil's), or both ports, from DRAM1 and a copy
 #: the host also writes into DRAM0 (``dram0_consts`` in the .tmodel).
 CONSTS_PORTS = ("dram1", "both")
+#: Where inputs are loaded from: DRAM0 (Tensil's), or both ports, from DRAM0 and a copy the
+#: host also writes into DRAM1 (``dram1_inputs`` in the .tmodel).
+INPUT_PORTS = ("dram0", "both")
 
 
-def add_consts_ports(parser) -> None:
-    """The ``--consts-ports`` option of the commands that compile (compiler_lite,
-    sim.check, the bench)."""
+def add_port_options(parser) -> None:
+    """The ``--consts-ports`` and ``--input-ports`` options of the commands that compile
+    (compiler_lite, sim.check, the bench)."""
     parser.add_argument(
         "--consts-ports", choices=CONSTS_PORTS, default="dram1",
         help="dram1: constants load from DRAM1, as Tensil's driver stages them (default); "
              "both: the host also writes them into DRAM0 (the .tmodel's dram0_consts) and "
              "the compiler splits its constants loads over both ports (docs/tensil.md)")
+    parser.add_argument(
+        "--input-ports", choices=INPUT_PORTS, default="dram0",
+        help="dram0: inputs load from DRAM0, where Tensil's driver writes them (default); "
+             "both: the host also writes them into DRAM1 (the .tmodel's dram1_inputs) and "
+             "the compiler splits their loads over both ports (docs/tensil.md)")
 
 
 def sources_of(layer: Layer) -> list[np.ndarray]:
@@ -179,6 +187,7 @@ class MemoryPlan:
     tile_users: Counter = field(default_factory=Counter)    # tile block → layers using it
     dram1_scratch: tuple = (0, 0)   # DRAM1 vectors of intermediate buffers [start, end)
     consts_mirror: int | None = None    # DRAM0 vector of the constants' copy (CONSTS_PORTS)
+    input_mirror: dict = field(default_factory=dict)   # input → DRAM1 vector of its copy
 
     def own_tiles(self, lc: LayerConsts, dram1_depth: int) -> bool:
         """Give layer constants ``lc`` a copy of their tile block, appended to the image,
@@ -189,7 +198,8 @@ class MemoryPlan:
             return True
         at = len(self.image)
         start, end = self.dram1_scratch
-        if at + lc.tile_vectors > (start if end > start else dram1_depth):
+        limit = min([start if end > start else dram1_depth, *self.input_mirror.values()])
+        if at + lc.tile_vectors > limit:
             return False
         block = self.image[lc.tile_base:lc.tile_base + lc.tile_vectors]
         self.image = np.concatenate([self.image, block])
@@ -203,13 +213,17 @@ class MemoryPlan:
 
 class Planner:
     def __init__(self, arch, space: Space, layers: list[Layer], strategy: str,
-                 source: str = "model", consts_ports: str = "dram1") -> None:
+                 source: str = "model", consts_ports: str = "dram1",
+                 input_ports: str = "dram0") -> None:
         if strategy not in STRATEGIES:
             raise CompileError(f"strategy {strategy!r} is unknown; allowed: "
                                + ", ".join(STRATEGIES))
         if consts_ports not in CONSTS_PORTS:
             raise CompileError(f"consts_ports {consts_ports!r} is unknown; allowed: "
                                + ", ".join(CONSTS_PORTS))
+        if input_ports not in INPUT_PORTS:
+            raise CompileError(f"input_ports {input_ports!r} is unknown; allowed: "
+                               + ", ".join(INPUT_PORTS))
         self.arch = arch
         self.n = arch.array_size
         self.space = space
@@ -224,6 +238,7 @@ class Planner:
                                f"strategy {strategy} keeps them in local memory: choose "
                                f"local-isolated or local-vars")
         self.mirror = consts_ports == "both"
+        self.input_copies = input_ports == "both"
 
     # ------------------------------------------------------------------------ lifetimes
 
@@ -452,7 +467,8 @@ class Planner:
             for li, lc in enumerate(info):
                 balance.add_consts(li, lc.simd_local + lc.lut_vectors + lc.tile_vectors,
                                    mirror is not None)
-        heaps = {"dram0": Heap(at, limit), "dram1": Heap(consts_room, A.dram1_depth)}
+        copies, scratch = self._input_copies(consts_room)
+        heaps = {"dram0": Heap(at, limit), "dram1": Heap(scratch, A.dram1_depth)}
         local_base = len(image) if self.consts_to_local else 0
         local_limit = A.local_depth - 1
         local_top = [local_base] * len(self.layers)
@@ -483,7 +499,21 @@ class Planner:
         d1 = heaps["dram1"]
         return MemoryPlan(image, info, heaps["dram0"].top, local_top, self.consts_to_local,
                           saturated, aggregate, users, dram1_scratch=(d1.base, d1.top),
-                          consts_mirror=mirror)
+                          consts_mirror=mirror, input_mirror=copies)
+
+    def _input_copies(self, at: int) -> tuple[dict, int]:
+        """DRAM1 homes of the inputs' copies from vector ``at`` on (input ports "both"):
+        ({input: DRAM1 vector}, the first vector after them)."""
+        copies = {}
+        if self.input_copies:
+            for b in self.space.buffers:
+                if b.role == "input":
+                    copies[b.name], at = at, at + b.vectors
+            if at > self.arch.dram1_depth:
+                raise CompileError(f"{self.source}: input_ports both: the constants and the "
+                                   f"inputs' copy need {at} vectors of DRAM1, the "
+                                   f"architecture has {self.arch.dram1_depth}")
+        return copies, at
 
     def _scratch_base(self, image: np.ndarray, info: list[LayerConsts], users: Counter) -> int:
         """First DRAM1 vector of the intermediate buffers: after the constants and the room

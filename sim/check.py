@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from compiler_lite.plan import STRATEGIES, add_consts_ports
+from compiler_lite.plan import STRATEGIES, add_port_options
 from compiler_lite.unfold import add_input_layout
 from tcu_hw.cli import (add_arch, add_axi_width, add_input_shapes, add_inputs, add_model,
                         add_quiet, add_target_dir, pc_around, pc_window, plain,
@@ -53,7 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--strategy", choices=STRATEGIES, default="local-vars",
                    help="the compiler's memory strategy (default local-vars)")
     add_input_layout(p)
-    add_consts_ports(p)
+    add_port_options(p)
     add_target_dir(p, "keep the compiled artifacts here (default: a temporary directory)",
                    aliases=("--target",))
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
@@ -128,7 +128,8 @@ def _check(args: argparse.Namespace, out, window, say) -> int:
                       input_shapes=parse_input_shapes(args.input_shapes),
                       strategy=args.strategy, progress=say,
                       axi_width=args.axi_data_width, input_layout=args.input_layout,
-                      consts_ports=args.consts_ports)
+                      consts_ports=args.consts_ports,
+                      input_ports=args.input_ports)
     t_compile = time.perf_counter() - t0
     tmp = None
     target = Path(args.target_dir) if args.target_dir else \

@@ -28,8 +28,9 @@ from tcu_hw.errors import ArtifactError, run_cli
 from tcu_hw.files import check_writable, write_atomic
 
 from .emulator import Emulator
-from .model import (check_output_paths, format_outputs, gather, load_model, load_program, place,
-                    prepare, read_input_csvs, split_paths, write_output_csvs)
+from .model import (check_output_paths, format_outputs, gather, load_model, load_program,
+                    place_input, prepare, read_input_csvs, split_paths, write_images,
+                    write_output_csvs)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -86,8 +87,8 @@ def run(args: argparse.Namespace) -> int:
     for r in range(runs):
         for name in names:
             size = model.vectors(name)
-            for base, chunk in place(model, name, raw_inputs[name][r * size:(r + 1) * size]):
-                emu.write_dram0(base, chunk)
+            placed, copies = place_input(model, name, raw_inputs[name][r * size:(r + 1) * size])
+            write_images(emu, (dict(placed), dict(copies), {}))
         emu.run(program)
         for name in out_names:
             results[name].append(gather(model, name, emu.read_dram0))

@@ -69,34 +69,41 @@ def consts_images(model: TModel, key: str = "consts") -> list[tuple[int, np.ndar
 def host_images(model: TModel, raw_inputs: Mapping[str, np.ndarray] | None = None,
                 consts_to_local: bool | None = None) -> tuple[dict, dict, dict]:
     """(DRAM0, DRAM1, local) images a host writes before a run of ``model`` (see
-    :func:`memory_images`); the inputs' runs when ``raw_inputs`` are given."""
+    :func:`memory_images`); the inputs' runs (and copies) when ``raw_inputs`` are given."""
     if consts_to_local and model.dram0_consts:
         raise ArtifactError(f"model {model.name!r} loads its constants from DRAM0 and DRAM1 "
                             f"(dram0_consts: compiled with --consts-ports both); it cannot "
                             f"run with them in local memory (--local-consts)")
-    inputs = {}
+    inputs, copies = {}, {}
     for name in (model.input_names if raw_inputs is not None else ()):
-        inputs.update(place(model, name, np.asarray(raw_inputs[name])))
+        runs, copy = place_input(model, name, raw_inputs[name])
+        inputs.update(runs)
+        copies.update(copy)
     return memory_images(consts_images(model), consts_images(model, "dram0_consts"), inputs,
-                         model.consts_to_local if consts_to_local is None else consts_to_local)
+                         model.consts_to_local if consts_to_local is None else consts_to_local,
+                         copies)
 
 
-def memory_images(consts, dram0_consts, inputs, to_local: bool) -> tuple[dict, dict, dict]:
+def memory_images(consts, dram0_consts, inputs, to_local: bool, input_copies=()
+                  ) -> tuple[dict, dict, dict]:
     """(DRAM0, DRAM1, local) images, {vector base: raw vectors}: the ``inputs`` and the
     constants' copies ``dram0_consts`` in DRAM0; the constants ``consts`` ((base, raw)
-    pairs) in DRAM1, or in local memory when ``to_local``."""
+    pairs) in DRAM1, or in local memory when ``to_local``; the inputs' copies
+    ``input_copies`` in DRAM1."""
     dram0 = dict(dram0_consts)
     dram0.update(inputs)
     consts = {base: raw for base, raw in consts if len(raw)}
-    return dram0, {} if to_local else consts, consts if to_local else {}
+    dram1 = {} if to_local else dict(consts)
+    dram1.update(input_copies)
+    return dram0, dram1, consts if to_local else {}
 
 
 def dram1_extent(model: TModel) -> int:
-    """Vectors of DRAM1 a run of ``model`` uses: its constants and every vector its program
-    moves to or from DRAM1 (the compiler homes some intermediate buffers above the
-    constants, :mod:`compiler_lite.ports`). A host that gives the TCU less DRAM1 than this
-    would have the program write past it."""
-    top = max([c.base + c.size for c in model.consts] + [0])
+    """Vectors of DRAM1 a run of ``model`` uses: its constants, its inputs' copies
+    (``dram1_inputs``) and every vector its program moves to or from DRAM1 (the compiler
+    homes some intermediate buffers above the constants, :mod:`compiler_lite.ports`). A
+    host that gives the TCU less DRAM1 than this would have the program write past it."""
+    top = max([c.base + c.size for c in model.consts + model.dram1_inputs] + [0])
     bits = clog2(model.arch.dram1_depth)
     for ins in load_program(model):
         if isinstance(ins, DataMove) and ins.kind.memory == "dram1":
@@ -147,6 +154,15 @@ def place(model: TModel, name: str, raw: np.ndarray, outputs: bool = False
         out.append((e.base, raw[at:at + e.size]))
         at += e.size
     return out
+
+
+def place_input(model: TModel, name: str, raw) -> tuple[list, list]:
+    """Where a host writes one input's raw vectors: its DRAM0 runs (:func:`place`) and, for a
+    model compiled with ``--input-ports both``, its copy in DRAM1 (``dram1_inputs``):
+    ``([(base, chunk)], [(base, raw)])``."""
+    raw = np.asarray(raw)
+    return place(model, name, raw), [(e.base, raw) for e in model.dram1_inputs
+                                     if e.name == name]
 
 
 def gather(model: TModel, name: str, read) -> np.ndarray:
@@ -234,8 +250,8 @@ def emulate(model, inputs: Mapping[str, object], raw: bool = False,
     for name in model.input_names:
         r, s = input_raw(model, name, inputs[name], raw)
         sats += s
-        for base, chunk in place(model, name, r):
-            emulator.write_dram0(base, chunk)
+        placed, copies = place_input(model, name, r)
+        write_images(emulator, (dict(placed), dict(copies), {}))
     first_event = len(emulator.events)
     emulator.run(program)
     outputs = {name: gather(model, name, emulator.read_dram0) for name in model.output_names}

@@ -28,7 +28,8 @@ from tcu_hw.arch import Architecture
 from tcu_hw.errors import TcuError
 from tcu_hw.isa import DRAM_OFFSET_SHIFT, ConfigRegister, Configure
 
-from .model import dram1_extent, gather, host_images, host_program, place, probe_pattern
+from .model import (dram1_extent, gather, host_images, host_program, place_input,
+                    probe_pattern)
 
 ALIGN = 1 << DRAM_OFFSET_SHIFT      # a DRAM offset register counts 64 KiB units
 
@@ -132,8 +133,10 @@ class PynqBackend:
     def run(self, raw_inputs: dict) -> tuple[dict, dict]:
         m, depth = self.model, self.arch.dram0_depth
         for name in m.input_names:
-            for base, chunk in place(m, name, np.asarray(raw_inputs[name])):
-                self._vectors(self.dram0, base, chunk)
+            placed, copies = place_input(m, name, raw_inputs[name])
+            for region, writes in ((self.dram0, placed), (self.dram1, copies)):
+                for base, chunk in writes:
+                    self._vectors(region, base, chunk)
         pattern = np.frombuffer(probe_pattern(self.arch), np.uint8)
         self.dram0.view[(depth - 1) * self.vb:depth * self.vb] = pattern
         self.dram0.view[(depth - 2) * self.vb:(depth - 1) * self.vb] = 0

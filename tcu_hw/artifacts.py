@@ -257,7 +257,10 @@ class TModel:
     :attr:`consts_to_local` reads that as False. ``directory`` is where file names resolve.
     ``dram0_consts``: copies of constants the host also writes into DRAM0 (our extension,
     key ``dram0_consts``, written only when there are some: a program compiled with
-    ``--consts-ports both`` splits its constants loads over both ports).
+    ``--consts-ports both`` splits its constants loads over both ports). ``dram1_inputs``:
+    copies of inputs the host also writes into DRAM1, each input's vectors in a row from
+    ``base`` (our extension, key ``dram1_inputs``, only when there are some: a program
+    compiled with ``--input-ports both`` splits its input loads over both ports).
     """
 
     name: str
@@ -269,6 +272,7 @@ class TModel:
     load_consts_to_local: bool | None = False
     directory: Path = field(default=Path("."), compare=False)
     dram0_consts: tuple[ConstsEntry, ...] = ()
+    dram1_inputs: tuple[TensorEntry, ...] = ()
 
     @property
     def consts_to_local(self) -> bool:
@@ -305,13 +309,15 @@ class TModel:
         d = {"name": self.name,
              "prog": {"file_name": self.prog.file_name, "size": self.prog.size},
              "consts": _consts_dicts(self.consts),
-             "inputs": [{"name": e.name, "base": e.base, "size": e.size} for e in self.inputs],
-             "outputs": [{"name": e.name, "base": e.base, "size": e.size} for e in self.outputs],
+             "inputs": _tensor_dicts(self.inputs),
+             "outputs": _tensor_dicts(self.outputs),
              "arch": self.arch.to_dict()}
         if self.load_consts_to_local is not None:
             d["load_consts_to_local"] = bool(self.load_consts_to_local)
         if self.dram0_consts:
             d["dram0_consts"] = _consts_dicts(self.dram0_consts)
+        if self.dram1_inputs:
+            d["dram1_inputs"] = _tensor_dicts(self.dram1_inputs)
         return d
 
     def to_json(self) -> str:
@@ -355,7 +361,7 @@ class _Reader:
 
 
 TMODEL_KEYS = ("name", "prog", "consts", "inputs", "outputs", "arch", "load_consts_to_local",
-               "dram0_consts")
+               "dram0_consts", "dram1_inputs")
 
 
 def tmodel_from_dict(d: dict, source: str = "tmodel", directory: Path = Path(".")) -> TModel:
@@ -371,19 +377,26 @@ def tmodel_from_dict(d: dict, source: str = "tmodel", directory: Path = Path("."
     prog = ProgEntry(r.get(p, "file_name", str, "prog"), r.get(p, "size", int, "prog"))
     consts = _consts_entries(r, d, "consts")
     dram0_consts = _consts_entries(r, d, "dram0_consts") if "dram0_consts" in d else ()
-    tensors = {}
-    for group in ("inputs", "outputs"):
-        tensors[group] = tuple(TensorEntry(r.get(e, "name", str, f"{group}[{i}]"),
-                                           r.get(e, "base", int, f"{group}[{i}]"),
-                                           r.get(e, "size", int, f"{group}[{i}]"))
-                               for i, e in enumerate(r.get(d, group, list, "")))
+    tensors = {group: _tensor_entries(r, d, group) for group in ("inputs", "outputs")}
+    dram1_inputs = _tensor_entries(r, d, "dram1_inputs") if "dram1_inputs" in d else ()
     try:
         arch = Architecture.from_dict(r.get(d, "arch", dict, ""), source=f"{source}: arch")
     except ArchitectureError as e:
         raise ArtifactError(str(e)) from None
     lctl = r.get(d, "load_consts_to_local", bool, "") if "load_consts_to_local" in d else None
     return TModel(name, prog, consts, tensors["inputs"], tensors["outputs"], arch, lctl,
-                  Path(directory), dram0_consts)
+                  Path(directory), dram0_consts, dram1_inputs)
+
+
+def _tensor_entries(r: _Reader, d: dict, key: str) -> tuple[TensorEntry, ...]:
+    return tuple(TensorEntry(r.get(e, "name", str, f"{key}[{i}]"),
+                             r.get(e, "base", int, f"{key}[{i}]"),
+                             r.get(e, "size", int, f"{key}[{i}]"))
+                 for i, e in enumerate(r.get(d, key, list, "")))
+
+
+def _tensor_dicts(entries) -> list[dict]:
+    return [{"name": e.name, "base": e.base, "size": e.size} for e in entries]
 
 
 def _consts_entries(r: _Reader, d: dict, key: str) -> tuple[ConstsEntry, ...]:
@@ -433,6 +446,34 @@ def check_tmodel(model: TModel, source: str = "tmodel") -> None:
                 raise ArtifactError(f"{source}: {what} (vectors {e.base}..{e.base + e.size - 1}"
                                     f") overlaps dram0_consts[{i}] (vectors {c.base}.."
                                     f"{c.base + c.size - 1})")
+    _check_input_copies(model, source)
+
+
+def _check_input_copies(model: TModel, source: str) -> None:
+    """Each ``dram1_inputs`` entry: a copy of a whole input, once, inside DRAM1, clear of
+    the constants there and of the other copies."""
+    taken = [] if model.consts_to_local else \
+        [(f"consts[{i}]", c.base, c.size) for i, c in enumerate(model.consts)]
+    seen = set()
+    for i, e in enumerate(model.dram1_inputs):
+        what = f"dram1_inputs[{i}] {e.name!r}"
+        if e.name not in model.input_names:
+            raise ArtifactError(f"{source}: {what}: no such input; inputs: "
+                                f"{', '.join(model.input_names)}")
+        if e.name in seen:
+            raise ArtifactError(f"{source}: {what}: a second copy of the same input")
+        seen.add(e.name)
+        if e.size != model.vectors(e.name):
+            raise ArtifactError(f"{source}: {what}: {e.size} vectors, the input has "
+                                f"{model.vectors(e.name)}")
+        if e.base + e.size > model.arch.dram1_depth:
+            raise ArtifactError(f"{source}: {what} (base {e.base}, {e.size} vectors) does not "
+                                f"fit DRAM1 ({model.arch.dram1_depth} vectors)")
+        for other, base, size in taken:
+            if e.base < base + size and base < e.base + e.size:
+                raise ArtifactError(f"{source}: {what} (vectors {e.base}..{e.base + e.size - 1}"
+                                    f") overlaps {other} (vectors {base}..{base + size - 1})")
+        taken.append((what, e.base, e.size))
 
 
 def _check_consts(model: TModel, key: str, depth: int, where: str, file, source: str) -> None:

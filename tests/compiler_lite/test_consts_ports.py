@@ -21,6 +21,7 @@ from tcu_hw.isa import DataMove, DataMoveKind as K, MatMul
 
 from ..conftest import requires_gcc, requires_verilator
 from .helpers import make_model, ort_run, rand, small_arch
+from .test_input_ports import input_loads
 from .test_ports import residual_model
 
 C, H = 16, 12
@@ -122,12 +123,13 @@ def test_a_layer_leaves_the_accumulators_the_one_before_is_draining(monkeypatch)
 
 
 @requires_verilator
-def test_the_driver_writes_the_copy_for_the_generated_top(tmp_path):
+def test_the_driver_writes_the_copies_for_the_generated_top(tmp_path):
     """Through the files and the driver, as a user runs it: the Verilator backend writes
-    the DRAM0 copy and the generated top gives the emulator's bits."""
+    the constants' DRAM0 copy and the input's DRAM1 copy (``--input-ports both``,
+    test_input_ports.py), and the generated top gives the emulator's bits."""
     from sim.driver import Driver
-    c = compiled(arch="pynqz1")
-    assert consts_loads(c, K.DRAM0_TO_LOCAL) > 0
+    c = compiled(arch="pynqz1", input_ports="both")
+    assert consts_loads(c, K.DRAM0_TO_LOCAL) > 0 and input_loads(c, K.DRAM1_TO_LOCAL) > 0
     c.write(tmp_path)
     drv = Driver("pynqz1", backend="verilator")
     drv.load_model(tmp_path / f"{c.name}.tmodel")
@@ -135,18 +137,20 @@ def test_the_driver_writes_the_copy_for_the_generated_top(tmp_path):
     np.testing.assert_array_equal(drv.run({"x": x}).raw["y"], run_emulator(c, {"x": x}).raw["y"])
 
 
-def test_the_command_lines_take_the_option(tmp_path, capsys):
+@pytest.mark.parametrize("flag, key, bad", [("--consts-ports", "dram0_consts", "dram0"),
+                                            ("--input-ports", "dram1_inputs", "dram1")])
+def test_the_command_lines_take_the_options(tmp_path, capsys, flag, key, bad):
     from compiler_lite.__main__ import main as compile_main
     from sim.check import main as check_main
     path = tmp_path / "m.onnx"
     path.write_bytes(residual_model().SerializeToString())
     assert compile_main(["-a", "zcu104", "-m", str(path), "-t", str(tmp_path / "a"), "-q",
-                         "--consts-ports", "both"]) == 0
+                         flag, "both"]) == 0
     (tmodel,) = (tmp_path / "a").glob("*.tmodel")
-    assert "dram0_consts" in tmodel.read_text()
+    assert key in tmodel.read_text()
     assert check_main(["-a", "zcu104", "-m", str(path), "--backend", "emulator",
-                       "--consts-ports", "both"]) == 0
+                       flag, "both"]) == 0
     assert "RESULT: PASS" in capsys.readouterr().out
     with pytest.raises(SystemExit):
-        compile_main(["-a", "zcu104", "-m", str(path), "--consts-ports", "dram0"])
-    assert "invalid choice: 'dram0'" in capsys.readouterr().err
+        compile_main(["-a", "zcu104", "-m", str(path), flag, bad])
+    assert f"invalid choice: '{bad}'" in capsys.readouterr().err

@@ -15,6 +15,7 @@ from compiler_lite.compile import compile_model
 from sim.driver import Driver
 from sim.pynq_backend import BoardError
 from tcu_hw.errors import ArtifactError
+from tcu_hw.isa import DataMove, DataMoveKind
 
 from ..compiler_lite.helpers import make_model, ort_run, rand
 from ..conftest import requires_gcc, requires_verilator, shared_path
@@ -223,9 +224,14 @@ def test_pynq_backend_against_a_stand_in_board(monkeypatch, tmp_path):
                     helper.make_node("Relu", ["c"], ["y"])],
                    {"x": (1, 3, 6, 6)}, ["y"], {"w": rand((5, 3, 3, 3), 1, 0.3)})
     for strategy, ports in (("local-vars", "dram1"), ("local-vars-and-consts", "dram1"),
-                            ("local-isolated", "both")):       # (both: the DRAM0 copy too)
+                            ("local-isolated", "both")):       # (both: the copies too)
         c = compile_model(m, "cmoda7", model_file="small.onnx", strategy=strategy,
-                          consts_ports=ports)
+                          consts_ports=ports, input_ports="both" if ports == "both" else "dram0")
+        copy = c.plan.input_mirror.get("x")
+        assert (copy is not None) == (ports == "both")
+        assert copy is None or any(
+            isinstance(i, DataMove) and i.kind == DataMoveKind.DRAM1_TO_LOCAL and
+            copy <= i.other_address < copy + c.inputs[0].vectors for i in c.program)
         c.write(tmp_path / strategy)
         board = FakeBoard(c.arch)
         fake = types.SimpleNamespace(allocate=FakeBoard.allocate, Overlay=None)

@@ -87,6 +87,20 @@ def test_a_copy_of_the_constants_in_dram0_round_trips(speech_dir, tmp_path):
     assert tmodel_from_dict(d, directory=tmp_path) == model
 
 
+def test_a_copy_of_the_inputs_in_dram1_round_trips(speech_dir, tmp_path):
+    """``dram1_inputs`` (our extension: the host also writes the inputs there) is read,
+    written last, and left out when empty."""
+    path = _speech_copy(speech_dir, tmp_path)
+    copy = {"name": "input_1", "base": 100000, "size": 15996}
+    _edit(path, dram1_inputs=[copy])
+    model = read_tmodel(path)
+    assert model.dram1_inputs == (TensorEntry("input_1", 100000, 15996),)
+    d = json.loads(model.to_json())
+    assert list(d)[-1] == "dram1_inputs" and d["dram1_inputs"] == [copy]
+    assert tmodel_from_dict(d, directory=tmp_path) == model
+    assert "dram1_inputs" not in read_tmodel(_speech_copy(speech_dir, tmp_path)).to_json()
+
+
 def _speech_copy(speech_dir, tmp_path):
     for suffix in ("tmodel", "tprog", "tdata"):
         shutil.copy(speech_dir / f"{SPEECH}.{suffix}", tmp_path)
@@ -129,6 +143,20 @@ def _edit(path, **changes):
      "inputs[0] 'input_1' (vectors 0..15995) overlaps dram0_consts[0] (vectors 100..94036)"),
     ({"dram0_consts": [{"file_name": f"{SPEECH}.tdata", "base": 20000, "size": 93937}],
       "load_consts_to_local": True}, "this model has load_consts_to_local true"),
+    ({"dram1_inputs": [{"name": "x", "base": 100000, "size": 15996}]},
+     "dram1_inputs[0] 'x': no such input; inputs: input_1"),
+    ({"dram1_inputs": [{"name": "input_1", "base": 100000, "size": 15}]},
+     "dram1_inputs[0] 'input_1': 15 vectors, the input has 15996"),
+    ({"dram1_inputs": [{"name": "input_1", "base": 130000, "size": 15996}]},
+     "dram1_inputs[0] 'input_1' (base 130000, 15996 vectors) does not fit DRAM1"),
+    ({"dram1_inputs": [{"name": "input_1", "base": 90000, "size": 15996}]},
+     "dram1_inputs[0] 'input_1' (vectors 90000..105995) overlaps consts[0] (vectors "
+     "0..93936)"),
+    ({"dram1_inputs": [{"name": "input_1", "base": 100000, "size": 15996},
+                       {"name": "input_1", "base": 116000, "size": 15996}]},
+     "dram1_inputs[1] 'input_1': a second copy of the same input"),
+    ({"dram1_inputs": [{"name": "input_1", "base": 100000}]},
+     "dram1_inputs[0].size: missing key"),
 ])
 def test_tmodel_errors(speech_dir, tmp_path, changes, message):
     path = _speech_copy(speech_dir, tmp_path)

@@ -1,0 +1,78 @@
+"""Moving instructions later in a program without changing what it computes.
+
+A program's meaning is its instructions run one after the other (the golden emulator); the
+hardware overlaps them but keeps that meaning (its hazard checks). So an instruction ``D``
+may move past an instruction ``X`` when neither touches what the other writes: ``X`` does
+not write what ``D`` reads, and does not read or write what ``D`` writes. The emitter uses
+this to let a copy that nobody needs soon (a layer's raw output beside the rectified one
+the next layer reads, :func:`compiler_lite.emit.trailing_saves`) drain after the next
+layer's first MatMuls instead of sharing the accumulator port with the copy they wait for.
+
+Footprints are spans ``(memory, lo, hi)`` (``hi`` inclusive) that cover an instruction's
+strided addresses; an instruction whose footprint is not known here (SIMD, LoadLUT,
+Configure, a reserved kind) is never moved past.
+"""
+
+from __future__ import annotations
+
+from tcu_hw.isa import DataMove, DataMoveKind, LoadWeights, MatMul, NoOp
+
+Span = tuple[str, int, int]
+
+
+def _span(memory: str, address: int, stride_code: int, size: int) -> Span:
+    return memory, address, address + (size << stride_code)
+
+
+def footprint(ins) -> tuple[list[Span], list[Span]] | None:
+    """``(reads, writes)`` of ``ins`` as spans, or None when not known here."""
+    if isinstance(ins, NoOp):
+        return [], []
+    if isinstance(ins, LoadWeights):
+        reads = [] if ins.zeroes else [_span("local", ins.local_address, ins.local_stride,
+                                             ins.size)]
+        return reads, []
+    if isinstance(ins, MatMul):
+        acc = _span("acc", ins.accumulator_address, ins.accumulator_stride, ins.size)
+        reads = [] if ins.zeroes else [_span("local", ins.local_address, ins.local_stride,
+                                             ins.size)]
+        return reads + ([acc] if ins.accumulate else []), [acc]
+    if isinstance(ins, DataMove) and ins.known_kind is not None:
+        kind = ins.known_kind
+        local = _span("local", ins.local_address, ins.local_stride, ins.size)
+        other = _span(kind.memory, ins.other_address, ins.other_stride, ins.size)
+        if kind == DataMoveKind.LOCAL_TO_ACC_ACCUMULATE:
+            return [local, other], [other]
+        return ([other], [local]) if kind.to_local else ([local], [other])
+    return None
+
+
+def _overlap(a: list[Span], b: list[Span]) -> bool:
+    return any(m == n and lo <= hi2 and lo2 <= hi
+               for m, lo, hi in a for n, lo2, hi2 in b)
+
+
+def independent(moved: tuple[list[Span], list[Span]], ins) -> bool:
+    """Whether an instruction of footprint ``moved`` may go after ``ins``."""
+    fp = footprint(ins)
+    if fp is None:
+        return False
+    reads, writes = moved
+    other_reads, other_writes = fp
+    return not (_overlap(writes, other_reads) or _overlap(writes, other_writes)
+                or _overlap(reads, other_writes))
+
+
+def defer(out: list, lo: int, hi: int, limit: int) -> int:
+    """Move ``out[lo:hi]`` later, past the instructions after it up to index ``limit``
+    (exclusive) or the first one it may not pass; returns how many it passed."""
+    block = out[lo:hi]
+    fps = [footprint(ins) for ins in block]
+    if any(fp is None for fp in fps):
+        return 0
+    moved = ([s for fp in fps for s in fp[0]], [s for fp in fps for s in fp[1]])
+    j = hi
+    while j < min(limit, len(out)) and independent(moved, out[j]):
+        j += 1
+    out[lo:j] = out[hi:j] + block
+    return j - hi
