@@ -10,8 +10,13 @@
    them.
 2. Simulation speed: the golden emulator, the PyRTL core (n = 8 and 16) and the generated
    Verilog under Verilator (if installed), each on a whole program.
-3. With ``--synth``: Yosys synth_xilinx of pynqz1 (LUT, FF, DSP, BRAM; minutes).
-4. The performance targets (issue 11) against those figures: met or not, by how much.
+3. ResNet-20 v2 to the logits on the generated top under Verilator (unless
+   ``--skip-verilator``), at each board's AXI width, DRAM read latency 20, inputs unfolded:
+   pynqz1, ultra96v2, zcu104, and zcu104 with the constants and the input on both DRAM ports
+   (``--consts-ports both --input-ports both``, for a host that writes the copies); each run
+   checked bit for bit against the emulator.
+4. With ``--synth``: Yosys synth_xilinx of pynqz1 (LUT, FF, DSP, BRAM; minutes).
+5. The performance targets (issues 11 and 28) against those figures: met or not.
 
 Not a test. ``bench/compile_report.py``, ``core_cycles.py``, ``pyrtl_speed.py``,
 ``emulator_speed.py``, ``gen_report.py`` and ``synth_report.py`` go into more detail.
@@ -34,6 +39,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from compile_report import (MODELS, SPEECH, measure, model_inputs,  # noqa: E402
                             speech_input_raw, tensil_speech_run)
+from tensil_table import SHARED_RESNET20, run as run_on_top  # noqa: E402
 
 from compiler_lite.compile import compile_model  # noqa: E402
 from compiler_lite.summary import figures, mac_utilization  # noqa: E402
@@ -119,6 +125,30 @@ def speeds(skip_verilator: bool) -> list[dict]:
     return out
 
 
+#: ResNet-20 on the generated top: (architecture, port options, issue 28's utilization target)
+TOP_RUNS = (("pynqz1", "dram1", "dram0", 0.88), ("ultra96v2", "dram1", "dram0", 0.85),
+            ("zcu104", "dram1", "dram0", 0.70), ("zcu104", "both", "both", 0.70))
+
+
+def top_runs(skip_verilator: bool) -> list[dict]:
+    """ResNet-20 on the generated top (see the module's item 3); [] when skipped or
+    Verilator is missing."""
+    from sim.verilator_backend import find_verilator
+    if skip_verilator or find_verilator() is None:
+        return []
+    out = []
+    for arch, consts, inputs, target in TOP_RUNS:
+        c = compile_model(SHARED_RESNET20, arch, outputs=["dense/BiasAdd:0"],
+                          input_layout="unfolded", consts_ports=consts, input_ports=inputs)
+        got = run_on_top(c, argparse.Namespace(backend="verilator", latency=20, check=True))
+        out.append({"arch": arch, "consts_ports": consts, "input_ports": inputs,
+                    "axi_data_width": c.axi_width, "cycles": got["cycles"],
+                    "bit_exact": got["bit_exact"], "target": target,
+                    "mac_utilization": mac_utilization(figures(c)["macs"], got["cycles"],
+                                                       c.arch)})
+    return out
+
+
 #: Tensil's ResNet-20 program for zcu104 on Tensil's RTL (cycles per image)
 TENSIL_RESNET_ZCU104_CYCLES = 748_738
 #: area today (Yosys synth_xilinx, pynqz1, AXI 64) that the targets allow 10% above
@@ -142,6 +172,11 @@ def targets(report: dict) -> list[dict]:
         r = rows.get(("resnet20v2", arch))
         out.append({"target": f"ResNet-20 MAC utilization on {arch}", "limit": limit,
                     "kind": "≥", "value": r and r["mac_utilization"]})
+    for r in report.get("generated_top", []):
+        ports = " (both ports)" if r["consts_ports"] == "both" else ""
+        out.append({"target": f"ResNet-20 on the generated top, {r['arch']}{ports}",
+                    "limit": r["target"], "kind": "≥",
+                    "value": r["mac_utilization"] if r["bit_exact"] else 0.0})
     synth = report.get("synthesis_pynqz1")
     for k, base in AREA_BASE.items():
         out.append({"target": f"area: {k} on pynqz1", "limit": round(1.1 * base),
@@ -198,6 +233,15 @@ def main() -> None:
         print(f"{r['simulator']:<22} {r['program']:<18} {r['rate']:>10,.0f} "
               f"{r['unit'].split('/')[0][:4]:<3} {r['seconds']:>7.2f} "
               f"{r.get('build_seconds', 0):>8.1f}")
+    report["generated_top"] = top_runs(args.skip_verilator)
+    if report["generated_top"]:
+        print(f"\n{'ResNet-20, generated top':<26} {'ports':<14} {'AXI':>4} {'cycles':>10} "
+              f"{'MAC util':>8}  bit-exact")
+    for r in report["generated_top"]:
+        ports = "both" if r["consts_ports"] == "both" else "default"
+        print(f"{'':<26} {r['arch'] + ' ' + ports:<14} {r['axi_data_width']:>4} "
+              f"{r['cycles']:>10,} {100 * r['mac_utilization']:>7.1f}%  "
+              f"{'yes' if r['bit_exact'] else 'NO'}")
     if args.synth:
         s = report["synthesis_pynqz1"] = synthesis()
         print(f"\nYosys synth_xilinx pynqz1 (AXI 64): {s['LUT']:,} LUT, {s['FF']:,} FF, "

@@ -9,42 +9,62 @@ the next layer reads, :func:`compiler_lite.emit.trailing_saves`) drain after the
 layer's first MatMuls instead of sharing the accumulator port with the copy they wait for.
 
 Footprints are spans ``(memory, lo, hi)`` (``hi`` inclusive) that cover an instruction's
-strided addresses; an instruction whose footprint is not known here (SIMD, LoadLUT,
-Configure, a reserved kind) is never moved past.
+strided addresses, in local memory, the accumulators, DRAM0, DRAM1 and the array's weight
+chain (LoadWeights writes it, every MatMul reads it). An instruction whose footprint is not
+known here is never moved past: SIMD, LoadLUT, Configure, a reserved kind, and any whose
+addresses reach past its memory's depth (where the hardware wraps them).
 """
 
 from __future__ import annotations
 
+from typing import Mapping
+
 from tcu_hw.isa import DataMove, DataMoveKind, LoadWeights, MatMul, NoOp
 
 Span = tuple[str, int, int]
+#: The weight chain, as a span.
+WEIGHTS: Span = ("weights", 0, 0)
 
 
-def _span(memory: str, address: int, stride_code: int, size: int) -> Span:
-    return memory, address, address + (size << stride_code)
+def depths_of(arch) -> dict[str, int]:
+    """The memory depths (vectors) of an architecture, by span memory name."""
+    return {"local": arch.local_depth, "acc": arch.accumulator_depth,
+            "dram0": arch.dram0_depth, "dram1": arch.dram1_depth}
 
 
-def footprint(ins) -> tuple[list[Span], list[Span]] | None:
-    """``(reads, writes)`` of ``ins`` as spans, or None when not known here."""
+def _spans(ins) -> tuple[list[Span], list[Span]] | None:
+    """``(reads, writes)`` of ``ins`` before the depth check."""
+    def span(memory: str, address: int, stride_code: int) -> Span:
+        return memory, address, address + (ins.size << stride_code)
+
     if isinstance(ins, NoOp):
         return [], []
     if isinstance(ins, LoadWeights):
-        reads = [] if ins.zeroes else [_span("local", ins.local_address, ins.local_stride,
-                                             ins.size)]
-        return reads, []
+        reads = [] if ins.zeroes else [span("local", ins.local_address, ins.local_stride)]
+        return reads, [WEIGHTS]
     if isinstance(ins, MatMul):
-        acc = _span("acc", ins.accumulator_address, ins.accumulator_stride, ins.size)
-        reads = [] if ins.zeroes else [_span("local", ins.local_address, ins.local_stride,
-                                             ins.size)]
-        return reads + ([acc] if ins.accumulate else []), [acc]
+        acc = span("acc", ins.accumulator_address, ins.accumulator_stride)
+        reads = [] if ins.zeroes else [span("local", ins.local_address, ins.local_stride)]
+        return reads + [WEIGHTS] + ([acc] if ins.accumulate else []), [acc]
     if isinstance(ins, DataMove) and ins.known_kind is not None:
         kind = ins.known_kind
-        local = _span("local", ins.local_address, ins.local_stride, ins.size)
-        other = _span(kind.memory, ins.other_address, ins.other_stride, ins.size)
+        local = span("local", ins.local_address, ins.local_stride)
+        other = span(kind.memory, ins.other_address, ins.other_stride)
         if kind == DataMoveKind.LOCAL_TO_ACC_ACCUMULATE:
             return [local, other], [other]
         return ([other], [local]) if kind.to_local else ([local], [other])
     return None
+
+
+def footprint(ins, depths: Mapping[str, int]) -> tuple[list[Span], list[Span]] | None:
+    """``(reads, writes)`` of ``ins`` as spans, or None when not known here (see the
+    module); ``depths``: vectors of each memory (:func:`depths_of`)."""
+    fp = _spans(ins)
+    if fp is None:
+        return None
+    inside = all(m == "weights" or (0 <= lo and hi < depths[m])
+                 for spans in fp for m, lo, hi in spans)
+    return fp if inside else None
 
 
 def _overlap(a: list[Span], b: list[Span]) -> bool:
@@ -52,9 +72,10 @@ def _overlap(a: list[Span], b: list[Span]) -> bool:
                for m, lo, hi in a for n, lo2, hi2 in b)
 
 
-def independent(moved: tuple[list[Span], list[Span]], ins) -> bool:
+def independent(moved: tuple[list[Span], list[Span]], ins,
+                depths: Mapping[str, int]) -> bool:
     """Whether an instruction of footprint ``moved`` may go after ``ins``."""
-    fp = footprint(ins)
+    fp = footprint(ins, depths)
     if fp is None:
         return False
     reads, writes = moved
@@ -63,16 +84,16 @@ def independent(moved: tuple[list[Span], list[Span]], ins) -> bool:
                 or _overlap(reads, other_writes))
 
 
-def defer(out: list, lo: int, hi: int, limit: int) -> int:
+def defer(out: list, lo: int, hi: int, limit: int, depths: Mapping[str, int]) -> int:
     """Move ``out[lo:hi]`` later, past the instructions after it up to index ``limit``
     (exclusive) or the first one it may not pass; returns how many it passed."""
     block = out[lo:hi]
-    fps = [footprint(ins) for ins in block]
+    fps = [footprint(ins, depths) for ins in block]
     if any(fp is None for fp in fps):
         return 0
     moved = ([s for fp in fps for s in fp[0]], [s for fp in fps for s in fp[1]])
     j = hi
-    while j < min(limit, len(out)) and independent(moved, out[j]):
+    while j < min(limit, len(out)) and independent(moved, out[j], depths):
         j += 1
     out[lo:j] = out[hi:j] + block
     return j - hi

@@ -50,7 +50,7 @@ from tcu_hw.errors import CompileError
 from tcu_hw.isa import (SIMD, DataMove, DataMoveKind, LoadLUT, LoadWeights, MatMul,
                         SimdOp as Op)
 
-from .defer import defer
+from .defer import defer, depths_of
 from .groups import choose_groups, group_units, grouped, regroup_tiles
 from .ir import Buffer, Space, distinct, first_indices
 from .kernels import (ACCUMULATE, ANY, OVERWRITE, Layer, Linear, Load, Reduce, Save, Simd,
@@ -569,12 +569,18 @@ class Emitter:
         instructions now start."""
         lo, hi = late
         block = self.out[lo:hi]
-        if hi != start or not defer(self.out, lo, hi, len(self.out)):
+        passed = 0 if hi != start else \
+            defer(self.out, lo, hi, len(self.out), depths_of(self.arch))
+        if not passed:
             return start
+        if self.late is not None and self.late[0] < hi + passed:    # (this layer's own,
+            a, b = self.late                                        # which the block passed)
+            self.late = (a - len(block), b - len(block)) if b <= hi + passed else None
         prev = self.stats[-2]
-        prev.instructions -= hi - lo
+        prev.instructions -= len(block)
         for name, count in Counter(map(attrgetter("name"), block)).items():
             prev.by_kind[name] -= count
+        prev.cycles = max(estimate(self.out[lo - prev.instructions:lo], self.arch, self.beats))
         return lo
 
     def _flush_stores(self) -> None:

@@ -451,9 +451,9 @@ def check_tmodel(model: TModel, source: str = "tmodel") -> None:
 
 def _check_input_copies(model: TModel, source: str) -> None:
     """Each ``dram1_inputs`` entry: a copy of a whole input, once, inside DRAM1, clear of
-    the constants there and of the other copies."""
-    taken = [] if model.consts_to_local else \
-        [(f"consts[{i}]", c.base, c.size) for i, c in enumerate(model.consts)]
+    the constants (hosts stage them in DRAM1 also for ``load_consts_to_local``) and of the
+    other copies."""
+    taken = [(f"consts[{i}]", c.base, c.size) for i, c in enumerate(model.consts)]
     seen = set()
     for i, e in enumerate(model.dram1_inputs):
         what = f"dram1_inputs[{i}] {e.name!r}"

@@ -10,8 +10,10 @@ import pytest
 
 import compiler_lite.emit as emit
 from compiler_lite.compile import compile_model
-from compiler_lite.defer import defer, footprint, independent
+from compiler_lite.defer import WEIGHTS, defer, footprint, independent
+from compiler_lite.summary import estimate
 from compiler_lite.golden import run_emulator
+from tcu_hw.arch import beats_per_vector
 from tcu_hw.isa import SIMD, DataMove, DataMoveKind as K, LoadWeights, MatMul, NoOp
 
 from .helpers import rand, small_arch
@@ -20,22 +22,31 @@ from .test_ports import residual_model
 C, H = 16, 12
 
 
-def test_footprints_cover_strided_addresses():
-    assert footprint(MatMul(local_address=8, local_stride=1, accumulator_address=4,
-                            accumulator_stride=2, size=3)) == \
-        ([("local", 8, 14)], [("acc", 4, 16)])
-    assert footprint(MatMul(accumulator_address=4, size=3, accumulate=True, zeroes=True)) == \
-        ([("acc", 4, 7)], [("acc", 4, 7)])
-    assert footprint(LoadWeights(local_address=2, size=4)) == ([("local", 2, 6)], [])
-    assert footprint(DataMove(K.ACC_TO_LOCAL_RELU, 10, 0, 20, 0, 1)) == \
+DEPTHS = {"local": 1024, "acc": 256, "dram0": 1 << 16, "dram1": 1 << 16}
+
+
+def fp(ins):
+    return footprint(ins, DEPTHS)
+
+
+def test_footprints_cover_strided_addresses_and_the_weight_chain():
+    assert fp(MatMul(local_address=8, local_stride=1, accumulator_address=4,
+                     accumulator_stride=2, size=3)) == \
+        ([("local", 8, 14), WEIGHTS], [("acc", 4, 16)])
+    assert fp(MatMul(accumulator_address=4, size=3, accumulate=True, zeroes=True)) == \
+        ([WEIGHTS, ("acc", 4, 7)], [("acc", 4, 7)])
+    assert fp(LoadWeights(local_address=2, size=4)) == ([("local", 2, 6)], [WEIGHTS])
+    assert fp(DataMove(K.ACC_TO_LOCAL_RELU, 10, 0, 20, 0, 1)) == \
         ([("acc", 20, 21)], [("local", 10, 11)])
-    assert footprint(DataMove(K.LOCAL_TO_DRAM1, 10, 0, 20, 0, 1)) == \
+    assert fp(DataMove(K.LOCAL_TO_DRAM1, 10, 0, 20, 0, 1)) == \
         ([("local", 10, 11)], [("dram1", 20, 21)])
-    assert footprint(DataMove(K.LOCAL_TO_ACC_ACCUMULATE, 10, 0, 20, 0, 0)) == \
+    assert fp(DataMove(K.LOCAL_TO_ACC_ACCUMULATE, 10, 0, 20, 0, 0)) == \
         ([("local", 10, 10), ("acc", 20, 20)], [("acc", 20, 20)])
-    assert footprint(NoOp()) == ([], [])
-    assert footprint(SIMD()) is None                    # not known here: never passed
-    assert footprint(DataMove(0x7, 0, 0, 0, 0, 0)) is None      # a reserved kind
+    assert fp(NoOp()) == ([], [])
+    assert fp(SIMD()) is None                           # not known here: never passed
+    assert fp(DataMove(0x7, 0, 0, 0, 0, 0)) is None     # a reserved kind
+    assert fp(DataMove(K.ACC_TO_LOCAL, 1020, 0, 0, 0, 7)) is None   # wraps past local 1023
+    assert fp(DataMove(K.ACC_TO_LOCAL, 0, 0, 296, 0, 0)) is None    # acc 296 is acc 40
 
 
 RAW = DataMove(K.ACC_TO_LOCAL, 100, 0, 40, 0, 7)       # acc 40..47 → local 100..107
@@ -51,25 +62,38 @@ RAW = DataMove(K.ACC_TO_LOCAL, 100, 0, 40, 0, 7)       # acc 40..47 → local 10
     (SIMD(), False),
 ])
 def test_an_instruction_passes_only_what_leaves_it_the_same(ins, ok):
-    assert independent(footprint(RAW), ins) is ok
+    assert independent(fp(RAW), ins, DEPTHS) is ok
+
+
+def test_a_matmul_never_passes_a_weight_load():
+    """The weight chain orders them: a MatMul multiplies by the tile the last LoadWeights
+    before it pushed, also with ``zeroes``."""
+    for mm in (MatMul(local_address=0, accumulator_address=0, size=7),
+               MatMul(accumulator_address=0, size=7, zeroes=True)):
+        assert not independent(fp(mm), LoadWeights(local_address=500, size=3), DEPTHS)
+        assert not independent(fp(LoadWeights(local_address=500, size=3)), mm, DEPTHS)
 
 
 def test_defer_stops_at_the_first_conflict_or_the_limit():
     free = MatMul(local_address=0, accumulator_address=0, size=7)
     clash = MatMul(local_address=0, accumulator_address=40, size=0)
     out = [RAW, free, free, clash, free]
-    assert defer(out, 0, 1, 5) == 2
+    assert defer(out, 0, 1, 5, DEPTHS) == 2
     assert out == [free, free, RAW, clash, free]
     out = [RAW, free, free, free]
-    assert defer(out, 0, 1, 2) == 1 and out == [free, RAW, free, free]
+    assert defer(out, 0, 1, 2, DEPTHS) == 1 and out == [free, RAW, free, free]
     out = [SIMD(), free]
-    assert defer(out, 0, 1, 2) == 0 and out == [SIMD(), free]
+    assert defer(out, 0, 1, 2, DEPTHS) == 0 and out == [SIMD(), free]
 
 
 def layer_bounds(c):
+    """Where each layer's instructions start, checking its figures follow moved ones."""
     bounds = np.cumsum([0] + [s.instructions for s in c.layers])
     assert bounds[-1] == len(c.program)
-    assert sum(sum(s.by_kind.values()) for s in c.layers) == len(c.program)
+    for s, a, b in zip(c.layers, bounds, bounds[1:]):
+        assert sum(s.by_kind.values()) == b - a
+        assert s.cycles == max(estimate(c.program[a:b], c.arch, beats_per_vector(
+            c.arch, c.axi_width)))
     return bounds
 
 
@@ -79,7 +103,7 @@ def test_the_raw_copy_drains_after_the_next_layer_with_the_same_bits(arch, monke
     goes after the third layer's MatMuls, which read ReLU(s)."""
     c = compile_model(residual_model(), arch)
     bounds = layer_bounds(c)
-    monkeypatch.setattr(emit, "defer", lambda out, lo, hi, limit: 0)
+    monkeypatch.setattr(emit, "defer", lambda out, lo, hi, limit, depths: 0)
     plain = compile_model(residual_model(), arch)
     at = layer_bounds(plain)
     raw = [i for i in plain.program[at[1]:at[2]]
@@ -97,8 +121,8 @@ def test_deferred_copies_on_the_core(monkeypatch):
     from .test_hardware import check
     passed = []
 
-    def spy(out, lo, hi, limit):
-        passed.append(defer(out, lo, hi, limit))
+    def spy(out, lo, hi, limit, depths):
+        passed.append(defer(out, lo, hi, limit, depths))
         return passed[-1]
 
     monkeypatch.setattr(emit, "defer", spy)

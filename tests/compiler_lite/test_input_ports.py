@@ -6,6 +6,8 @@ errors where it cannot be."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -14,7 +16,7 @@ from compiler_lite.golden import run_emulator
 from sim.model import emulate
 from tcu_hw.arch import preset
 from tcu_hw.artifacts import TensorEntry, read_tmodel
-from tcu_hw.errors import CompileError
+from tcu_hw.errors import ArtifactError, CompileError
 from tcu_hw.isa import DataMove, DataMoveKind as K
 
 from ..conftest import requires_gcc
@@ -64,6 +66,21 @@ def test_the_manifest_carries_the_copy_and_the_files_run(tmp_path):
     got = emulate(model, {t.name: raw}, raw=True).outputs["y"]
     np.testing.assert_array_equal(got, run_emulator(c, {"x": rand((1, C, H, H), 6)}).raw["y"])
     assert "dram1_inputs" not in compiled("dram0").tmodel().to_json()
+
+
+def test_a_copy_over_the_staged_constants_is_refused(tmp_path):
+    """With the constants in local memory the hosts still stage them in DRAM1: a copy of
+    the input there is refused, naming both."""
+    c = compiled(arch=small_arch(local_depth=8192), strategy="local-consts")
+    assert c.plan.input_mirror["x"] >= len(c.consts)
+    c.write(tmp_path)
+    path = tmp_path / f"{c.name}.tmodel"
+    d = json.loads(path.read_text())
+    d["dram1_inputs"][0]["base"] = 0
+    path.write_text(json.dumps(d))
+    with pytest.raises(ArtifactError, match=r"dram1_inputs\[0\] 'x' \(vectors 0\.\.\d+\) "
+                                            r"overlaps consts\[0\]"):
+        read_tmodel(path)
 
 
 @requires_gcc
