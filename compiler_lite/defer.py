@@ -9,33 +9,36 @@ the next layer reads, :func:`compiler_lite.emit.trailing_saves`) drain after the
 layer's first MatMuls instead of sharing the accumulator port with the copy they wait for.
 
 Footprints are spans ``(memory, lo, hi)`` (``hi`` inclusive) that cover an instruction's
-strided addresses, in local memory, the accumulators, DRAM0, DRAM1 and the array's weight
-chain (LoadWeights writes it, every MatMul reads it). An instruction whose footprint is not
-known here is never moved past: SIMD, LoadLUT, Configure, a reserved kind, and any whose
-addresses reach past its memory's depth (where the hardware wraps them).
+strided addresses (:func:`tcu_hw.isa.address_run`, the ISA's address arithmetic, with the
+base taken modulo its memory's address width as the hardware does), in local memory, the
+accumulators, DRAM0, DRAM1 and the array's weight chain (LoadWeights writes it, every MatMul
+reads it). An instruction whose footprint is not known here is never moved past: SIMD,
+LoadLUT, Configure, a reserved kind, and any whose addresses wrap around or reach past its
+memory's depth.
 """
 
 from __future__ import annotations
 
 from typing import Mapping
 
-from tcu_hw.isa import DataMove, DataMoveKind, LoadWeights, MatMul, NoOp
+from tcu_hw.isa import (DataMove, DataMoveKind, LoadWeights, MatMul, NoOp, address_run,
+                        clog2)
 
 Span = tuple[str, int, int]
 #: The weight chain, as a span.
 WEIGHTS: Span = ("weights", 0, 0)
 
 
-def depths_of(arch) -> dict[str, int]:
-    """The memory depths (vectors) of an architecture, by span memory name."""
-    return {"local": arch.local_depth, "acc": arch.accumulator_depth,
-            "dram0": arch.dram0_depth, "dram1": arch.dram1_depth}
+def depths_of(arch) -> Mapping[str, int]:
+    """The memory depths (vectors) of an architecture, by span memory name
+    (:attr:`tcu_hw.isa.Layout.memory_depths`)."""
+    return arch.layout.memory_depths
 
 
 def _spans(ins) -> tuple[list[Span], list[Span]] | None:
     """``(reads, writes)`` of ``ins`` before the depth check."""
     def span(memory: str, address: int, stride_code: int) -> Span:
-        return memory, address, address + (ins.size << stride_code)
+        return memory, address, stride_code          # (resolved by footprint)
 
     if isinstance(ins, NoOp):
         return [], []
@@ -62,9 +65,18 @@ def footprint(ins, depths: Mapping[str, int]) -> tuple[list[Span], list[Span]] |
     fp = _spans(ins)
     if fp is None:
         return None
-    inside = all(m == "weights" or (0 <= lo and hi < depths[m])
-                 for spans in fp for m, lo, hi in spans)
-    return fp if inside else None
+    out = ([], [])
+    for spans, resolved in zip(fp, out):
+        for memory, address, stride_code in spans:
+            if memory == "weights":
+                resolved.append(WEIGHTS)
+                continue
+            depth = depths[memory]
+            run = address_run(address, stride_code, ins.size, clog2(depth))
+            if run.wraps or run.highest >= depth:
+                return None                     # (the hardware wraps it or refuses it)
+            resolved.append((memory, run.lo, run.hi))
+    return out
 
 
 def _overlap(a: list[Span], b: list[Span]) -> bool:

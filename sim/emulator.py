@@ -131,10 +131,8 @@ class Emulator:
                           LoadWeights: self._load_weights, SIMD: self._simd,
                           LoadLUT: self._load_lut, Configure: self._configure,
                           Illegal: self._illegal}
-        self._bits = {"local": clog2(arch.local_depth), "acc": clog2(arch.accumulator_depth),
-                      "dram0": clog2(arch.dram0_depth), "dram1": clog2(arch.dram1_depth)}
-        self._depth = {"local": arch.local_depth, "acc": arch.accumulator_depth,
-                       "dram0": arch.dram0_depth, "dram1": arch.dram1_depth}
+        self._depth = arch.layout.memory_depths
+        self._bits = {name: clog2(depth) for name, depth in self._depth.items()}
         self.reset()
 
     # ------------------------------------------------------------------------------- state

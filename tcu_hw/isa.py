@@ -350,6 +350,13 @@ class Layout:
                    arch.stride0_depth, arch.stride1_depth, arch.simd_registers_depth,
                    arch.lut_count, arch.lut_depth, arch.array_size, arch.dtype.is_integer)
 
+    @functools.cached_property
+    def memory_depths(self) -> dict[str, int]:
+        """Vectors of each memory an instruction addresses, by the names
+        :attr:`DataMoveKind.memory` uses ("local", "acc", "dram0", "dram1")."""
+        return {"local": self.local_depth, "acc": self.accumulator_depth,
+                "dram0": self.dram0_depth, "dram1": self.dram1_depth}
+
     # memory address widths
     @functools.cached_property
     def L(self) -> int:  # noqa: N802 - the spec's names

@@ -46,7 +46,9 @@ def test_footprints_cover_strided_addresses_and_the_weight_chain():
     assert fp(SIMD()) is None                           # not known here: never passed
     assert fp(DataMove(0x7, 0, 0, 0, 0, 0)) is None     # a reserved kind
     assert fp(DataMove(K.ACC_TO_LOCAL, 1020, 0, 0, 0, 7)) is None   # wraps past local 1023
-    assert fp(DataMove(K.ACC_TO_LOCAL, 0, 0, 296, 0, 0)) is None    # acc 296 is acc 40
+    assert fp(DataMove(K.ACC_TO_LOCAL, 0, 0, 296, 0, 0)) == \
+        ([("acc", 40, 40)], [("local", 0, 0)])                      # acc 296 is acc 40
+    assert fp(DataMove(K.ACC_TO_LOCAL, 0, 3, 0, 0, 300)) is None    # local stride 8: wraps
 
 
 RAW = DataMove(K.ACC_TO_LOCAL, 100, 0, 40, 0, 7)       # acc 40..47 → local 100..107
